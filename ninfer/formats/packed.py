@@ -1,0 +1,87 @@
+"""``PackedWeight``: the planes of one packed weight, on the host or on a GPU."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .layout import PLANES
+from .qtype import QType, k_padded, weight_bytes
+
+
+@dataclass(frozen=True)
+class PackedWeight:
+    """A packed ``[N, K]`` weight. Planes are NumPy arrays (host) or CuPy arrays (device).
+
+    ``tensor_scale`` is NVFP4's FP32 per-tensor scale (1.0 for the other formats).
+    """
+
+    qtype: QType
+    n: int
+    k: int
+    planes: Mapping[str, Any]
+    tensor_scale: float = 1.0
+    device_id: int | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        expected = PLANES[self.qtype]
+        names = tuple(p.name for p in expected)
+        if tuple(self.planes) != names:
+            raise ValueError(
+                f"{self.qtype.name} planes: expected {names}, got {tuple(self.planes)}"
+            )
+        for p in expected:
+            arr = self.planes[p.name]
+            want = p.shape(self.n, self.k_pad)
+            if tuple(arr.shape) != want or np.dtype(arr.dtype) != p.dtype:
+                raise ValueError(
+                    f"{self.qtype.name} plane {p.name!r}: expected {p.dtype}{list(want)}, "
+                    f"got {np.dtype(arr.dtype)}{list(arr.shape)}"
+                )
+        if not np.isfinite(self.tensor_scale) or self.tensor_scale <= 0:
+            raise ValueError(f"tensor_scale: expected finite > 0, got {self.tensor_scale}")
+
+    @property
+    def k_pad(self) -> int:
+        return k_padded(self.k)
+
+    @property
+    def nbytes(self) -> int:
+        """Model weight bytes of DESIGN §4 (what a kernel must read)."""
+        return weight_bytes(self.qtype, self.n, self.k)
+
+    @property
+    def storage_bytes(self) -> int:
+        """Bytes the planes occupy (BF16 stores its K padding, the formula does not count it)."""
+        return int(sum(int(a.nbytes) for a in self.planes.values()))
+
+    @property
+    def is_device(self) -> bool:
+        return self.device_id is not None
+
+    def to_device(self, device: int | None = None) -> PackedWeight:
+        """Copy the planes to a CUDA device (the current one by default) with CuPy."""
+        from ..runtime.cupy_env import require_cupy
+
+        cp = require_cupy()
+        dev = cp.cuda.Device(device) if device is not None else cp.cuda.Device()
+        with dev:
+            planes = {name: cp.ascontiguousarray(cp.asarray(a)) for name, a in self.planes.items()}
+        return PackedWeight(self.qtype, self.n, self.k, planes, self.tensor_scale, int(dev.id))
+
+    def to_host(self) -> PackedWeight:
+        if not self.is_device:
+            return self
+        planes = {name: a.get() for name, a in self.planes.items()}
+        return PackedWeight(self.qtype, self.n, self.k, planes, self.tensor_scale, None)
+
+    def decode(self, full: bool = False) -> np.ndarray:
+        """Exact values as float64 ``[N, K]`` (``[N, K_pad]`` with ``full``): the spec."""
+        from .decode import decode_planes
+
+        host = self.to_host()
+        w = decode_planes(self.qtype, host.planes, self.n, self.k_pad, self.tensor_scale)
+        return w if full else w[:, : self.k]

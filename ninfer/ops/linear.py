@@ -1,0 +1,137 @@
+"""The public Linear op: ``out[T, N] = x[T, K] · W[N, K]^T`` (DESIGN §3).
+
+Every check runs before anything is launched, so a rejected call leaves ``out``
+untouched. A call allocates nothing and never synchronizes: it can be captured in a
+CUDA graph (after a first call has compiled its kernels) and replayed.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from ..formats.packed import PackedWeight
+from ..formats.qtype import QType
+from ..policy import Policy
+from ..routes.launch import launch
+from ..routes.problem import Problem
+from ..routes.table import Route, select
+from ..runtime.interop import DevArray, describe, resolve_stream
+
+
+@functools.cache
+def _device_cc(device_id: int) -> int:
+    from ..runtime.cupy_env import require_cupy
+
+    return int(require_cupy().cuda.Device(device_id).compute_capability)
+
+
+def _check_weight(w: Any) -> PackedWeight:
+    if not isinstance(w, PackedWeight):
+        raise TypeError(f"w: expected a ninfer.PackedWeight, got {type(w).__name__}")
+    if not w.is_device:
+        raise TypeError("w: expected a device PackedWeight, got a host one (call w.to_device())")
+    return w
+
+
+def _check_policy(policy: Any, w: PackedWeight) -> Policy:
+    pol = Policy.parse(policy)
+    if pol is Policy.A4 and w.qtype is not QType.NVFP4:
+        raise ValueError(f"policy A4: expected an NVFP4 weight, got {w.qtype.name}")
+    return pol
+
+
+def _check_t(t: Any) -> int:
+    if isinstance(t, bool) or not isinstance(t, int):
+        raise TypeError(f"T: expected an int, got {type(t).__name__}")
+    if t < 1:
+        raise ValueError(f"T: expected T >= 1, got {t}")
+    return t
+
+
+def _check_activation(a: DevArray, what: str, rows: int | None, cols: int, w: PackedWeight) -> int:
+    if a.dtype != "bfloat16":
+        raise TypeError(f"{what}: expected dtype bfloat16, got {a.dtype}")
+    if len(a.shape) != 2:
+        raise ValueError(
+            f"{what}: expected a 2-D (T, {'K' if what == 'x' else 'N'}) array, got shape {a.shape}"
+        )
+    t = a.shape[0]
+    if rows is None and t < 1:
+        raise ValueError(f"{what}: expected T >= 1 rows, got shape {a.shape}")
+    want = (t if rows is None else rows, cols)
+    if a.shape != want:
+        raise ValueError(f"{what}: expected shape {want}, got {a.shape}")
+    if not a.c_contiguous:
+        raise ValueError(f"{what}: expected a row-major contiguous array, got strides {a.strides}")
+    if a.device != w.device_id:
+        raise ValueError(
+            f"{what}: expected device {w.device_id} (the weight's), got device {a.device}"
+        )
+    return t
+
+
+def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def _route(w: PackedWeight, t: int, policy: Policy) -> tuple[Problem, Route]:
+    assert w.device_id is not None
+    p = Problem(w.qtype, policy, w.n, w.k, t, _device_cc(w.device_id))
+    return p, select(p)
+
+
+def linear_workspace_bytes(w: PackedWeight, T: int, policy: Policy | str = Policy.A16) -> int:
+    """Workspace bytes ``linear`` needs for this weight, T and policy (public capacity query)."""
+    wd = _check_weight(w)
+    pol = _check_policy(policy, wd)
+    p, route = _route(wd, _check_t(T), pol)
+    return int(route.launcher.workspace_bytes(p))
+
+
+def linear(
+    x: Any,
+    w: PackedWeight,
+    out: Any,
+    policy: Policy | str = Policy.A16,
+    workspace: Any = None,
+    stream: Any = None,
+) -> None:
+    """Compute ``out = x · W^T`` in BF16 with FP32 accumulation, on ``stream``.
+
+    x: (T, K) bfloat16 and out: (T, N) bfloat16, row-major CuPy arrays or torch CUDA
+    tensors on the weight's device. ``workspace``: a device buffer of at least
+    ``linear_workspace_bytes(w, T, policy)`` bytes (None when that is 0).
+    Raises TypeError / ValueError for bad input and ninfer.UnsupportedProblem for a
+    legal geometry no route implements, always before any launch.
+    """
+    wd = _check_weight(w)
+    pol = _check_policy(policy, wd)
+    xd = describe(x, "x")
+    od = describe(out, "out")
+    t = _check_activation(xd, "x", None, wd.k, wd)
+    _check_activation(od, "out", t, wd.n, wd)
+    if _overlap(xd.span(), od.span()):
+        raise ValueError("out: expected memory disjoint from x, got overlapping buffers (aliasing)")
+    for name, plane in wd.planes.items():
+        span = (int(plane.data.ptr), int(plane.data.ptr) + int(plane.nbytes))
+        if _overlap(od.span(), span):
+            raise ValueError(
+                f"out: expected memory disjoint from the weight, got overlap with plane {name!r}"
+            )
+    p, route = _route(wd, t, pol)
+    need = int(route.launcher.workspace_bytes(p))
+    if workspace is not None:
+        wsd = describe(workspace, "workspace")
+        if wsd.device != wd.device_id:
+            raise ValueError(f"workspace: expected device {wd.device_id}, got device {wsd.device}")
+        if not wsd.c_contiguous:
+            raise ValueError("workspace: expected a contiguous buffer")
+        if wsd.nbytes < need:
+            raise ValueError(f"workspace: expected at least {need} bytes, got {wsd.nbytes}")
+        if _overlap(wsd.span(), od.span()) or _overlap(wsd.span(), xd.span()):
+            raise ValueError("workspace: expected memory disjoint from x and out")
+    elif need > 0:
+        raise ValueError(f"workspace: expected a device buffer of at least {need} bytes, got None")
+    handle = resolve_stream(stream, prefer_torch="torch" in (xd.kind, od.kind))
+    launch(route, p, wd, xd, od, handle)

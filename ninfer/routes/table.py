@@ -1,0 +1,101 @@
+"""The route selector: one declarative table per architecture (DESIGN §6).
+
+Dispatch, the conformance tests (seams and neighbours) and docs/routes.md all read
+these tables; nothing else encodes a route boundary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from types import ModuleType
+
+from ..errors import UnsupportedProblem
+from ..formats.qtype import QType
+from ..policy import Policy
+from . import gemv_q, mma_q
+from .problem import Problem
+
+ALL_QTYPES = frozenset(QType)
+
+
+@dataclass(frozen=True)
+class Route:
+    """A host launcher for one regime. ``name`` is kernels/<name>.cu and routes/<name>.py."""
+
+    name: str
+    t_min: int
+    t_max: int | None  # inclusive; None: unbounded
+    qtypes: frozenset[QType] = ALL_QTYPES
+    compute: Policy = Policy.A16
+    note: str = field(default="", compare=False)
+
+    def supports(self, p: Problem) -> bool:
+        return (
+            p.qtype in self.qtypes
+            and p.compute is self.compute
+            and p.t >= self.t_min
+            and (self.t_max is None or p.t <= self.t_max)
+        )
+
+    @property
+    def launcher(self) -> ModuleType:
+        return LAUNCHERS[self.name]
+
+
+LAUNCHERS: dict[str, ModuleType] = {m.NAME: m for m in (gemv_q, mma_q)}
+
+_PORTABLE = (
+    Route("gemv_q", 1, 4, note="warp per row; decode-bound small T"),
+    Route("mma_q", 5, None, note="mma.sync m16n8k16 64x64x64 tiles"),
+)
+
+# Keyed by the lowest compute capability each table serves; a device uses the table of
+# the largest key <= its own. sm_90 and sm_120 start from the portable routes; the
+# performance issues give them their own entries.
+ROUTE_TABLES: dict[int, tuple[Route, ...]] = {
+    80: _PORTABLE,
+    90: _PORTABLE,
+    120: _PORTABLE,
+}
+
+MIN_CC = min(ROUTE_TABLES)
+
+
+def table_for(cc: int) -> tuple[Route, ...]:
+    keys = [k for k in ROUTE_TABLES if k <= cc]
+    if not keys:
+        raise UnsupportedProblem(
+            f"compute capability {cc // 10}.{cc % 10} is below the oldest supported (sm_{MIN_CC})"
+        )
+    return ROUTE_TABLES[max(keys)]
+
+
+def select(p: Problem) -> Route:
+    for route in table_for(p.cc):
+        if route.supports(p):
+            return route
+    raise UnsupportedProblem(
+        f"no route for {p.qtype.name} policy={p.policy.value} N={p.n} K={p.k} T={p.t} on sm_{p.cc}"
+    )
+
+
+def seams(cc: int) -> list[int]:
+    """Every T where the route changes, plus its neighbours (for the conformance suite)."""
+    out: set[int] = set()
+    for r in table_for(cc):
+        for edge in (r.t_min, r.t_max):
+            if edge is not None:
+                out.update(t for t in (edge - 1, edge, edge + 1) if t >= 1)
+    return sorted(out)
+
+
+def fingerprint() -> str:
+    """Hash of kernels/ plus the selector tables: "route code changed" vs "same code slower"."""
+    from ..runtime.sources import kernels_digest
+
+    h = hashlib.sha256(kernels_digest().encode())
+    h.update(repr(sorted(ROUTE_TABLES.items())).encode())
+    for name in sorted(LAUNCHERS):
+        h.update(repr(LAUNCHERS[name].INSTANCES).encode())
+    return h.hexdigest()[:16]

@@ -1,0 +1,1 @@
+"""Run-time plumbing: kernel sources, the compile cache, array and stream interop."""

@@ -1,0 +1,105 @@
+"""Zero-copy views of CuPy arrays and torch CUDA tensors, and stream resolution."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DevArray:
+    """What the op needs to know about an array: no reference to a framework type."""
+
+    kind: str  # "cupy" | "torch"
+    ptr: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]  # in elements
+    dtype: str  # "bfloat16", "float16", ...
+    itemsize: int
+    device: int
+
+    @property
+    def c_contiguous(self) -> bool:
+        expect = 1
+        for dim, st in zip(reversed(self.shape), reversed(self.strides), strict=True):
+            if dim != 1 and st != expect:
+                return False
+            expect *= dim
+        return True
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.itemsize
+
+    def span(self) -> tuple[int, int]:
+        """[first byte, one past the last byte] this view can touch."""
+        if self.nbytes == 0:
+            return (self.ptr, self.ptr)
+        last = (
+            sum((d - 1) * s for d, s in zip(self.shape, self.strides, strict=True)) * self.itemsize
+        )
+        return (self.ptr, self.ptr + last + self.itemsize)
+
+
+def _is_torch(a: Any) -> bool:
+    return type(a).__module__.startswith("torch") and hasattr(a, "data_ptr")
+
+
+def _is_cupy(a: Any) -> bool:
+    return type(a).__module__.startswith("cupy") and hasattr(a, "data") and hasattr(a, "device")
+
+
+def describe(a: Any, what: str) -> DevArray:
+    """Describe a CuPy array or a torch CUDA tensor; TypeError for anything else."""
+    if isinstance(a, np.ndarray):
+        raise TypeError(f"{what}: expected a CUDA array (CuPy or torch), got a host numpy.ndarray")
+    if _is_torch(a):
+        if not a.is_cuda:
+            raise TypeError(f"{what}: expected a CUDA tensor, got a host torch tensor ({a.device})")
+        dtype = str(a.dtype).removeprefix("torch.")
+        return DevArray(
+            "torch",
+            int(a.data_ptr()),
+            tuple(a.shape),
+            tuple(a.stride()),
+            dtype,
+            int(a.element_size()),
+            int(a.device.index),
+        )
+    if _is_cupy(a):
+        item = int(a.itemsize)
+        return DevArray(
+            "cupy",
+            int(a.data.ptr),
+            tuple(a.shape),
+            tuple(s // item for s in a.strides),
+            np.dtype(a.dtype).name,
+            item,
+            int(a.device.id),
+        )
+    raise TypeError(f"{what}: expected a CuPy array or a torch CUDA tensor, got {type(a).__name__}")
+
+
+def resolve_stream(stream: Any, prefer_torch: bool) -> int:
+    """A raw cudaStream_t handle for ``stream`` (None: the current stream of the inputs' framework)."""
+    if stream is None:
+        if prefer_torch:
+            import torch
+
+            return int(torch.cuda.current_stream().cuda_stream)
+        import cupy
+
+        return int(cupy.cuda.get_current_stream().ptr)
+    if isinstance(stream, (int, np.integer)) and not isinstance(stream, bool):
+        if stream < 0:
+            raise ValueError(f"stream: expected a non-negative raw handle, got {stream}")
+        return int(stream)
+    if hasattr(stream, "cuda_stream"):  # torch.cuda.Stream
+        return int(stream.cuda_stream)
+    if hasattr(stream, "ptr"):  # cupy.cuda.Stream / ExternalStream
+        return int(stream.ptr)
+    raise TypeError(
+        f"stream: expected None, a CuPy stream, a torch stream or a raw handle, got {type(stream).__name__}"
+    )

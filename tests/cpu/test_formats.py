@@ -1,0 +1,193 @@
+"""Formats: byte formulas, pack/decode round trip, an independent naive decoder, NVFP4 minifloats."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from ninfer import QType, pack, weight_bytes
+from ninfer.formats import FORMATS, PLANES, k_padded
+from ninfer.formats.fp import E2M1_MAG, E4M3_MAG, decode_e2m1, decode_e4m3, encode_e2m1, encode_e4m3
+
+BYTES_PER_GROUP = {QType.Q4: 34, QType.Q5: 42, QType.Q6: 50, QType.W8: 34, QType.NVFP4: 9}
+GROUP = {QType.Q4: 64, QType.Q5: 64, QType.Q6: 64, QType.W8: 32, QType.NVFP4: 16}
+
+
+def test_seed_byte_checks() -> None:
+    assert weight_bytes(QType.Q4, 4096, 5120) == 11_141_120
+    assert weight_bytes(QType.Q4, 6144, 5120) == 16_711_680
+
+
+@pytest.mark.parametrize("qtype", list(QType), ids=lambda q: q.name)
+@pytest.mark.parametrize(("n", "k"), [(4096, 5120), (1152, 4304), (3, 1)])
+def test_byte_formula(qtype: QType, n: int, k: int) -> None:
+    if qtype is QType.BF16:
+        assert weight_bytes(qtype, n, k) == 2 * n * k
+    else:
+        groups = n * k_padded(k) // GROUP[qtype]
+        assert weight_bytes(qtype, n, k) == groups * BYTES_PER_GROUP[qtype]
+
+
+def test_padded_k() -> None:
+    assert k_padded(4304) == 4352
+    assert weight_bytes(QType.Q4, 1152, 4304) == 1152 * 4352 // 64 * 34
+
+
+@pytest.mark.parametrize("qtype", [q for q in QType if q is not QType.BF16], ids=lambda q: q.name)
+def test_plane_bytes_equal_formula(qtype: QType) -> None:
+    w = pack(np.random.default_rng(1).standard_normal((64, 4304)), qtype)
+    assert w.storage_bytes == w.nbytes == weight_bytes(qtype, 64, 4304)
+
+
+def test_bytes_reject_bad_shape() -> None:
+    with pytest.raises(ValueError, match="expected N >= 1"):
+        weight_bytes(QType.Q4, 0, 128)
+
+
+def _weights(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
+    # Non-uniform magnitudes across groups so scales differ; never zeros.
+    mag = np.exp(rng.standard_normal((n, (k + 15) // 16)))
+    return rng.standard_normal((n, k)) * np.repeat(mag, 16, axis=1)[:, :k]
+
+
+@pytest.mark.parametrize("qtype", list(QType), ids=lambda q: q.name)
+def test_round_trip_within_half_step(qtype: QType) -> None:
+    rng = np.random.default_rng(2)
+    n, k = 48, 4304
+    w = _weights(rng, n, k)
+    p = pack(w, qtype)
+    d = p.decode()
+    assert d.shape == (n, k) and d.dtype == np.float64
+    if qtype is QType.BF16:
+        step = np.abs(w) * 2.0**-8
+    elif qtype is QType.NVFP4:
+        # Half the gap between neighbouring E2M1 values (widest gap 2, between 4 and 6),
+        # in units of the group's decoded scale.
+        s = p.tensor_scale * E4M3_MAG[np.asarray(p.planes["scales"])]
+        step = np.repeat(s, 16, axis=1)[:, :k] * 1.0
+    else:
+        s = np.asarray(p.planes["scales"]).astype(np.float64)
+        step = np.repeat(s, GROUP[qtype], axis=1)[:, :k] * 0.5
+    err = np.abs(d - w)
+    assert np.all(err <= step * (1 + 1e-6) + 1e-12), (
+        f"worst {err.max()} at {np.unravel_index(err.argmax(), err.shape)}"
+    )
+
+
+@pytest.mark.parametrize("qtype", list(QType), ids=lambda q: q.name)
+def test_padding_decodes_to_zero(qtype: QType) -> None:
+    p = pack(_weights(np.random.default_rng(3), 8, 4304), qtype)
+    full = p.decode(full=True)
+    assert full.shape == (8, 4352)
+    assert np.all(full[:, 4304:] == 0)
+
+
+@pytest.mark.parametrize("qtype", list(QType), ids=lambda q: q.name)
+def test_pack_is_deterministic(qtype: QType) -> None:
+    w = _weights(np.random.default_rng(4), 16, 256)
+    a, b = pack(w, qtype), pack(w.copy(), qtype)
+    for name in a.planes:
+        assert np.array_equal(
+            np.asarray(a.planes[name]).view(np.uint8), np.asarray(b.planes[name]).view(np.uint8)
+        )
+    assert a.tensor_scale == b.tensor_scale
+
+
+def naive_decode(p) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """Element-by-element decoder written from docs/formats.md, independent of ninfer's."""
+    n, kp = p.n, p.k_pad
+    out = np.zeros((n, kp))
+    pl = {k: np.asarray(v) for k, v in p.planes.items()}
+    for r in range(n):
+        for k in range(kp):
+            if p.qtype is QType.BF16:
+                out[r, k] = float(pl["w"][r, k])
+                continue
+            if p.qtype is QType.W8:
+                out[r, k] = float(pl["scales"][r, k // 32]) * int(pl["qs"][r, k])
+                continue
+            byte = int(pl["qs"][r, k // 2])
+            nib = (byte >> 4) if k % 2 else (byte & 15)
+            if p.qtype is QType.NVFP4:
+                sign = -1.0 if nib & 8 else 1.0
+                e, m = (nib >> 1) & 3, nib & 1
+                v = m * 0.5 if e == 0 else (1 + m / 2) * 2.0 ** (e - 1)
+                sb = int(pl["scales"][r, k // 16])
+                se, sm = sb >> 3, sb & 7
+                s = sm / 8 * 2.0**-6 if se == 0 else (1 + sm / 8) * 2.0 ** (se - 7)
+                out[r, k] = sign * v * s * float(np.float32(p.tensor_scale))
+                continue
+            code = nib
+            if p.qtype is QType.Q5:
+                code |= ((int(pl["qh"][r, k // 8]) >> (k % 8)) & 1) << 4
+            if p.qtype is QType.Q6:
+                code |= ((int(pl["qh"][r, k // 4]) >> (2 * (k % 4))) & 3) << 4
+            off = {QType.Q4: 8, QType.Q5: 16, QType.Q6: 32}[p.qtype]
+            out[r, k] = float(pl["scales"][r, k // 64]) * (code - off)
+    return out
+
+
+@pytest.mark.parametrize("qtype", list(QType), ids=lambda q: q.name)
+def test_naive_decoder_agrees_bit_exactly(qtype: QType) -> None:
+    p = pack(_weights(np.random.default_rng(5), 5, 300), qtype)
+    a, b = p.decode(full=True), naive_decode(p)
+    assert np.array_equal(a.view(np.uint64), b.view(np.uint64))
+
+
+def test_plane_table_matches_formats() -> None:
+    assert set(PLANES) == set(FORMATS) == set(QType)
+
+
+def test_e2m1_agrees_with_ml_dtypes() -> None:
+    codes = np.arange(16, dtype=np.uint8)
+    ref = (
+        codes.view(ml_dtypes.float4_e2m1fn).astype(np.float64)
+        if hasattr(ml_dtypes, "float4_e2m1fn")
+        else None
+    )
+    ours = decode_e2m1(codes)
+    assert ref is not None, "ml_dtypes lacks float4_e2m1fn"
+    assert np.array_equal(ours, ref)
+    # Encoding: every value on a fine grid, against ml_dtypes' RNE saturating cast.
+    x = np.linspace(-7, 7, 4001)
+    assert np.array_equal(
+        decode_e2m1(encode_e2m1(x)), x.astype(ml_dtypes.float4_e2m1fn).astype(np.float64)
+    )
+    assert np.array_equal(np.sort(E2M1_MAG), E2M1_MAG)
+
+
+def test_e4m3_agrees_with_ml_dtypes() -> None:
+    codes = np.arange(0x7F, dtype=np.uint8)  # every non-negative finite code
+    assert np.array_equal(
+        decode_e4m3(codes), codes.view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    )
+    x = np.concatenate([np.linspace(0, 460, 20001), np.geomspace(1e-4, 1, 5000)])
+    ours = decode_e4m3(encode_e4m3(x))
+    ref = np.minimum(x, 448.0).astype(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    assert np.array_equal(ours, ref)
+
+
+def test_e4m3_nan_code_rejected() -> None:
+    with pytest.raises(ValueError, match="NaN"):
+        decode_e4m3(np.array([0x7F], np.uint8))
+
+
+@pytest.mark.parametrize(
+    ("w", "exc", "msg"),
+    [
+        ([[1.0, 2.0]], TypeError, "numpy.ndarray"),
+        (np.ones(4), ValueError, "2-D"),
+        (np.array([[np.nan, 1.0]]), ValueError, "NaN"),
+        (np.array([["a"]]), TypeError, "dtype"),
+    ],
+)
+def test_pack_rejects_bad_input(w: object, exc: type, msg: str) -> None:
+    with pytest.raises(exc, match=msg):
+        pack(w, QType.Q4)
+
+
+def test_qtype_parse() -> None:
+    assert QType.parse("Q4") is QType.Q4
+    with pytest.raises(ValueError, match="expected one of"):
+        QType.parse("q3")

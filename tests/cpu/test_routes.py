@@ -1,0 +1,52 @@
+"""The selector tables: coverage of every T, seams, fingerprint, policy resolution."""
+
+from __future__ import annotations
+
+import pytest
+
+from ninfer import Policy, QType, UnsupportedProblem
+from ninfer.routes import ROUTE_TABLES, Problem, fingerprint, seams, select, table_for
+
+
+@pytest.mark.parametrize("cc", [80, 86, 89, 90, 100, 120])
+@pytest.mark.parametrize("qtype", list(QType), ids=lambda q: q.name)
+def test_every_t_has_exactly_one_route(cc: int, qtype: QType) -> None:
+    table = table_for(cc)
+    for t in [*range(1, 300), 1023, 1024, 1025, 2048, 65536, 10**6]:
+        p = Problem(qtype, Policy.A16, 4096, 5120, t, cc)
+        owners = [r.name for r in table if r.supports(p)]
+        assert len(owners) == 1, f"T={t}: routes {owners}"
+        assert select(p).name == owners[0]
+
+
+def test_a4_resolves_to_a16_route_on_sm90() -> None:
+    p = Problem(QType.NVFP4, Policy.A4, 14336, 5120, 1024, 90)
+    assert p.compute is Policy.A16
+    assert select(p).compute is Policy.A16
+
+
+def test_old_gpu_is_unsupported() -> None:
+    with pytest.raises(UnsupportedProblem, match="below the oldest"):
+        select(Problem(QType.Q4, Policy.A16, 64, 128, 1, 75))
+
+
+def test_seams_include_neighbours() -> None:
+    s = seams(90)
+    for r in table_for(90):
+        assert r.t_min in s
+        if r.t_max is not None:
+            assert {r.t_max, r.t_max + 1} <= set(s)
+
+
+def test_launchers_exist_for_every_route() -> None:
+    for table in ROUTE_TABLES.values():
+        for r in table:
+            mod = r.launcher
+            assert r.name == mod.NAME
+            assert mod.INSTANCES
+
+
+def test_fingerprint_is_stable_hex() -> None:
+    a, b = fingerprint(), fingerprint()
+    assert a == b and len(a) == 16
+    int(a, 16)

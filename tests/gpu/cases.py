@@ -1,0 +1,86 @@
+"""Conformance cases read from the route table: which T each route owns, the seams, shapes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ninfer import Policy, QType
+from ninfer.ops import linear, linear_workspace_bytes
+from ninfer.routes import ROUTE_TABLES, Problem, seams, select
+
+from .oracle import bf16_bits, check_against_oracle, packed_case, random_x, seed_for, to_bf16_device
+
+# Odd N (1152, 4304), padded K (4304 -> 4352), and a small shape whose N is no tile multiple.
+SHAPES = [(264, 640), (4304, 1152), (1152, 4304)]
+SUITE_T = {1, 4, 16, 128, 1024}  # the seed's Continuous and VisionStep4 classes
+LARGE_T = {64, 1025, 2048}
+ALL_T = sorted(
+    set(range(1, 33)) | SUITE_T | LARGE_T | {t for cc in ROUTE_TABLES for t in seams(cc)}
+)
+QTYPES = list(QType)
+
+
+def owned_t(route: str) -> list[int]:
+    """T values of ALL_T that ``route`` serves in some architecture's table."""
+    out = set()
+    for cc, table in ROUTE_TABLES.items():
+        for r in table:
+            if r.name == route:
+                out |= {
+                    t for t in ALL_T if r.supports(Problem(QType.Q4, Policy.A16, 64, 128, t, cc))
+                }
+    return sorted(out)
+
+
+def device_cc() -> int:
+    import cupy as cp
+
+    return int(cp.cuda.Device().compute_capability)
+
+
+def run_case(
+    route: str,
+    qtype: QType,
+    n: int,
+    k: int,
+    t: int,
+    kind: str = "cupy",
+    policy: Policy = Policy.A16,
+) -> None:
+    """One conformance check: pack, launch through the public op, compare with FP64."""
+    import pytest
+
+    p = Problem(qtype, policy, n, k, t, device_cc())
+    if select(p).name != route:
+        pytest.skip(f"{route} does not serve T={t} on sm_{p.cc}")
+    seed = seed_for(route, qtype.name, n, k, t)
+    w, w64 = packed_case(qtype, n, k, seed_for("w", qtype.name, n, k))
+    rng = np.random.default_rng(seed)
+    xh = random_x(rng, t, k)
+    x = to_bf16_device(xh, kind)
+    out = nan_like_out(t, n, kind)
+    assert linear_workspace_bytes(w, t, policy) == 0
+    linear(x, w, out, policy=policy)
+    check_against_oracle(
+        out, _bf16(xh), w64, f"{route} {qtype.name} [{n},{k}] T={t} {kind}", qtype.name, seed
+    )
+
+
+def _bf16(a: np.ndarray) -> np.ndarray:
+    import ml_dtypes
+
+    return a.astype(ml_dtypes.bfloat16)
+
+
+NAN_BF16 = np.uint16(0x7FC0)
+
+
+def nan_like_out(t: int, n: int, kind: str = "cupy") -> Any:
+    """A (T, N) BF16 output pre-filled with NaN, so any unwritten element fails the check."""
+    return to_bf16_device(np.full((t, n), np.nan), kind)
+
+
+def host_bits(a: Any) -> np.ndarray:
+    return bf16_bits(a)

@@ -1,0 +1,250 @@
+"""Every bad input of DESIGN §3: a typed error before any launch, ``out`` untouched."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from ninfer import PackedWeight, Policy, QType, UnsupportedProblem, pack
+from ninfer.ops import linear, linear_workspace_bytes
+from ninfer.routes import table
+
+from .oracle import bf16_bits, random_weight, to_bf16_device
+
+N, K, T = 256, 384, 3
+
+
+@pytest.fixture(scope="module")
+def weights() -> dict[QType, PackedWeight]:
+    rng = np.random.default_rng(11)
+    return {q: pack(random_weight(rng, N, K), q).to_device() for q in (QType.Q4, QType.NVFP4)}
+
+
+def _x(t: int = T, k: int = K) -> Any:
+    return to_bf16_device(np.random.default_rng(t * 7 + k).standard_normal((t, k)) + 0.1)
+
+
+def _out(t: int = T, n: int = N) -> Any:
+    return to_bf16_device(np.full((t, n), 3.0))
+
+
+def _expect(exc: type[Exception], match: str, call: Callable[[Any], None], out: Any) -> None:
+    import cupy as cp
+
+    before = bf16_bits(out).copy() if out is not None else None
+    with pytest.raises(exc, match=match):
+        call(out)
+    cp.cuda.Device().synchronize()
+    if out is not None:
+        assert np.array_equal(bf16_bits(out), before), "out was modified by a rejected call"
+
+
+def test_wrong_x_dtype(weights: dict) -> None:
+    import cupy as cp
+
+    x = cp.ones((T, K), cp.float16)
+    _expect(
+        TypeError,
+        "x: expected dtype bfloat16, got float16",
+        lambda o: linear(x, weights[QType.Q4], o),
+        _out(),
+    )
+
+
+def test_wrong_out_dtype(weights: dict) -> None:
+    import cupy as cp
+
+    out = cp.zeros((T, N), cp.float32) + 1
+    _expect(
+        TypeError,
+        "out: expected dtype bfloat16, got float32",
+        lambda o: linear(_x(), weights[QType.Q4], o),
+        out,
+    )
+
+
+def test_x_not_2d(weights: dict) -> None:
+    x = _x().reshape(-1)
+    _expect(ValueError, "x: expected a 2-D", lambda o: linear(x, weights[QType.Q4], o), _out())
+
+
+def test_k_mismatch(weights: dict) -> None:
+    _expect(
+        ValueError,
+        r"x: expected shape \(3, 384\), got \(3, 256\)",
+        lambda o: linear(_x(k=256), weights[QType.Q4], o),
+        _out(),
+    )
+
+
+def test_n_mismatch(weights: dict) -> None:
+    _expect(
+        ValueError,
+        r"out: expected shape \(3, 256\), got \(3, 128\)",
+        lambda o: linear(_x(), weights[QType.Q4], o),
+        _out(n=128),
+    )
+
+
+def test_t_mismatch_between_x_and_out(weights: dict) -> None:
+    _expect(
+        ValueError,
+        r"out: expected shape \(3, 256\), got \(4, 256\)",
+        lambda o: linear(_x(), weights[QType.Q4], o),
+        _out(t=4),
+    )
+
+
+def test_t_zero(weights: dict) -> None:
+    x = _x()[:0]
+    _expect(ValueError, "x: expected T >= 1", lambda o: linear(x, weights[QType.Q4], o), _out())
+
+
+def test_workspace_query_rejects_t_zero(weights: dict) -> None:
+    with pytest.raises(ValueError, match="T >= 1"):
+        linear_workspace_bytes(weights[QType.Q4], 0)
+
+
+def test_non_contiguous_x(weights: dict) -> None:
+    import cupy as cp
+
+    big = cp.concatenate([_x(), _x()], axis=1)[:, ::2]
+    assert big.shape == (T, K)
+    _expect(
+        ValueError,
+        "x: expected a row-major contiguous",
+        lambda o: linear(big, weights[QType.Q4], o),
+        _out(),
+    )
+
+
+def test_transposed_out(weights: dict) -> None:
+    out = _out(t=N, n=T).T
+    _expect(
+        ValueError,
+        "out: expected a row-major contiguous",
+        lambda o: linear(_x(), weights[QType.Q4], o),
+        out,
+    )
+
+
+def test_device_mismatch(weights: dict) -> None:
+    w = weights[QType.Q4]
+    other = PackedWeight(
+        w.qtype, w.n, w.k, w.planes, w.tensor_scale, device_id=(w.device_id or 0) + 1
+    )
+    _expect(
+        ValueError,
+        "x: expected device 1 \\(the weight's\\), got device 0",
+        lambda o: linear(_x(), other, o),
+        _out(),
+    )
+
+
+def test_out_aliases_x(weights: dict) -> None:
+    import cupy as cp
+
+    w = pack(random_weight(np.random.default_rng(3), K, K), QType.Q4).to_device()
+    buf = to_bf16_device(np.ones((T, K)))
+    _expect(ValueError, "aliasing", lambda o: linear(buf, w, o), buf)
+    half = to_bf16_device(np.ones((2 * T, K)))
+    _expect(ValueError, "aliasing", lambda o: linear(half[1 : 1 + T], w, o), half[:T])
+    del cp
+
+
+def test_a4_with_non_nvfp4(weights: dict) -> None:
+    _expect(
+        ValueError,
+        "policy A4: expected an NVFP4 weight, got Q4",
+        lambda o: linear(_x(), weights[QType.Q4], o, policy=Policy.A4),
+        _out(),
+    )
+
+
+def test_unknown_policy(weights: dict) -> None:
+    _expect(
+        ValueError,
+        "unknown policy",
+        lambda o: linear(_x(), weights[QType.Q4], o, policy="a8"),
+        _out(),
+    )
+
+
+def test_host_x(weights: dict) -> None:
+    xh = np.ones((T, K), ml_dtypes.bfloat16)
+    _expect(TypeError, "host numpy.ndarray", lambda o: linear(xh, weights[QType.Q4], o), _out())
+
+
+def test_host_out(weights: dict) -> None:
+    oh = np.ones((T, N), ml_dtypes.bfloat16)
+    with pytest.raises(TypeError, match="out: expected a CUDA array"):
+        linear(_x(), weights[QType.Q4], oh)
+    assert np.all(oh.astype(np.float32) == 1)
+
+
+def test_host_weight(weights: dict) -> None:
+    wh = weights[QType.Q4].to_host()
+    _expect(TypeError, "got a host one", lambda o: linear(_x(), wh, o), _out())
+
+
+def test_not_a_weight() -> None:
+    _expect(
+        TypeError,
+        "w: expected a ninfer.PackedWeight",
+        lambda o: linear(_x(), np.ones((N, K)), o),
+        _out(),
+    )  # type: ignore[arg-type]
+
+
+def test_bad_stream(weights: dict) -> None:
+    _expect(
+        TypeError,
+        "stream: expected",
+        lambda o: linear(_x(), weights[QType.Q4], o, stream="s0"),
+        _out(),
+    )
+
+
+def test_workspace_smaller_than_query(weights: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    import cupy as cp
+
+    # No route needs a workspace yet: give the selected route a need of 4 KiB to prove
+    # the check (and the query) are read from the route, not assumed.
+    for mod in table.LAUNCHERS.values():
+        monkeypatch.setattr(mod, "workspace_bytes", lambda p: 4096)
+    w = weights[QType.Q4]
+    assert linear_workspace_bytes(w, T) == 4096
+    small = cp.zeros(1024, cp.uint8)
+    _expect(
+        ValueError,
+        "workspace: expected at least 4096 bytes, got 1024",
+        lambda o: linear(_x(), w, o, workspace=small),
+        _out(),
+    )
+    _expect(
+        ValueError,
+        "workspace: expected a device buffer of at least 4096 bytes, got None",
+        lambda o: linear(_x(), w, o),
+        _out(),
+    )
+
+
+def test_host_workspace(weights: dict) -> None:
+    _expect(
+        TypeError,
+        "workspace: expected a CUDA array",
+        lambda o: linear(_x(), weights[QType.Q4], o, workspace=np.zeros(16, np.uint8)),
+        _out(),
+    )
+
+
+def test_unsupported_problem_is_typed(weights: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A legal geometry that no route serves (emptied table) raises UnsupportedProblem.
+    monkeypatch.setattr(table, "ROUTE_TABLES", {80: ()})
+    _expect(
+        UnsupportedProblem, "no route for Q4", lambda o: linear(_x(), weights[QType.Q4], o), _out()
+    )

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# One full run on a GPU machine (the device tool's H200, or any CUDA box): environment
+# facts, the README example, the GPU conformance suite; logs under $OUT (default ./runs/device).
+# Usage: bash tools/device_session.sh [pytest -k expression]
+set -uo pipefail
+OUT=${OUT:-runs/device}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+PY=${PYTHON:-python3}
+# Wheels carried in .whl (no network on the device machine) go to a private target.
+if compgen -G ".whl/*.whl" >/dev/null; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH="$PYTHONPATH:/tmp/site"
+fi
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
+  $PY - <<'PY'
+import cupy, numpy, ml_dtypes, sys
+print("python", sys.version.split()[0], "cupy", cupy.__version__, "numpy", numpy.__version__)
+print("cc", cupy.cuda.Device().compute_capability, "runtime", cupy.cuda.runtime.runtimeGetVersion())
+a = cupy.zeros(4, dtype=ml_dtypes.bfloat16); print("cupy bf16 ok:", a.dtype)
+PY
+} 2>&1 | tee "$OUT/env.txt"
+
+echo "== README example" | tee "$OUT/readme_example.txt"
+$PY - <<'PY' 2>&1 | tee -a "$OUT/readme_example.txt"
+import re, pathlib
+text = pathlib.Path("README.md").read_text()
+block = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+exec(compile(block, "README.md", "exec"), {})
+PY
+
+echo "== conformance"
+NINFER_CONFORMANCE_JSON="$OUT/conformance_worst.json" timeout 540 $PY -m pytest tests -m gpu -q -x \
+  -p no:cacheprovider ${1:+-k "$1"} 2>&1 | tee "$OUT/conformance.log" | tail -40
