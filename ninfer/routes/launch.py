@@ -18,9 +18,15 @@ _streams: dict[tuple[int, int], Any] = {}
 def _external_stream(handle: int, device: int) -> Any:
     s = _streams.get((handle, device))
     if s is None:
+        import warnings
+
         import cupy
 
-        s = cupy.cuda.ExternalStream(handle, device)
+        # A raw cudaStream_t from any framework: ExternalStream is the CuPy type for it
+        # (Stream.from_external wants an object with the __cuda_stream__ protocol).
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            s = cupy.cuda.ExternalStream(handle, device)
         _streams[(handle, device)] = s
     return s
 
