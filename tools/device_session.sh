@@ -30,6 +30,13 @@ block = re.search(r"```python\n(.*?)```", text, re.S).group(1)
 exec(compile(block, "README.md", "exec"), {})
 PY
 
+echo "== bench"
+$PY -m ninfer.bench --suite all --list | tail -1
+( time $PY -m ninfer.bench --suite all --no-progress --json-out "$OUT/bench_all.json" ) 2>&1 | tee "$OUT/bench_all.txt" | tail -80
+( time $PY -m ninfer.bench --suite all --peer cublas --no-progress --json-out "$OUT/bench_all_cublas.json" ) > "$OUT/bench_all_cublas.txt" 2>&1
+tail -3 "$OUT/bench_all_cublas.txt"
+$PY -m ninfer.bench ncu --qtype q4 --n 4096 --k 5120 --t 1 2>&1 | tee "$OUT/ncu_q4.txt"
+
 echo "== conformance"
 NINFER_CONFORMANCE_JSON="$OUT/conformance_worst.json" timeout 540 $PY -m pytest tests -m gpu -q -x \
   -p no:cacheprovider ${1:+-k "$1"} 2>&1 | tee "$OUT/conformance.log" | tail -40

@@ -1,0 +1,57 @@
+"""The run record of DESIGN §9 (schema version 1): environment, contract, ceilings, points."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+SCHEMA = "ninfer.results"
+SCHEMA_VERSION = 1
+
+
+def _git(*args: str) -> str | None:
+    try:
+        root = Path(__file__).resolve().parents[2]
+        return subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+    except Exception:
+        return None
+
+
+def environment(device_id: int) -> dict[str, Any]:
+    import cupy as cp
+
+    from ..gpus import gpu_key
+    from ..routes import fingerprint
+
+    props = cp.cuda.runtime.getDeviceProperties(device_id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    try:
+        import torch
+
+        torch_v: str | None = torch.__version__
+    except ImportError:
+        torch_v = None
+    status = _git("status", "--porcelain")
+    return {
+        "gpu_name": name,
+        "gpu_key": gpu_key(name),
+        "cc": f"{props['major']}.{props['minor']}",
+        "sms": int(props["multiProcessorCount"]),
+        "l2_bytes": int(props["l2CacheSize"]),
+        "driver": int(cp.cuda.runtime.driverGetVersion()),
+        "cuda_runtime": int(cp.cuda.runtime.runtimeGetVersion()),
+        "cupy": cp.__version__,
+        "torch": torch_v,
+        "python": sys.version.split()[0],
+        "host": platform.node(),
+        "commit": _git("rev-parse", "HEAD"),
+        "dirty": bool(status) if status is not None else None,
+        "kernel_fingerprint": fingerprint(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }

@@ -1,0 +1,83 @@
+"""Validation of the benchmark timer on the GPU (issue: ninfer-bench, timer contract)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ninfer import Policy, QType
+from ninfer.bench.fixture import random_activations, random_device_weight
+from ninfer.bench.timer import ColdTimer
+from ninfer.ops import linear
+
+
+def _linear_call(qtype: QType, n: int, k: int, t: int):  # type: ignore[no-untyped-def]
+    import cupy as cp
+
+    w = random_device_weight(qtype, n, k, seed=5)
+    x = random_activations(t, k)
+    out = cp.empty((t, n), dtype=x.dtype)
+    call = lambda: linear(x, w, out, policy=Policy.A16)  # noqa: E731
+    call()
+    cp.cuda.Device().synchronize()
+    return call
+
+
+def test_cold_timer_reproduces_probe_read_bandwidth() -> None:
+    import cupy as cp
+
+    from ninfer.gpus.probe import _READ_SRC, _events_ms
+
+    nbytes = 2 << 30
+    buf = cp.random.default_rng(0).integers(0, 2**31, size=nbytes // 4, dtype=cp.int32)
+    sink = cp.zeros(1, cp.uint32)
+    kern = cp.RawKernel(_READ_SRC, "ninfer_read")
+    sms = cp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
+    n16 = np.uint64(nbytes // 16)
+    timer = ColdTimer(warmup=3, repeat=20)
+    fn = lambda: kern((sms * 16,), (512,), (buf, n16, sink))  # noqa: E731
+    probe_ms = float(np.median(_events_ms(cp, fn, 10)))
+    s = timer.time(fn)
+    probe_gbps = nbytes / probe_ms / 1e6
+    timer_gbps = nbytes / s.median_us / 1e3
+    assert abs(timer_gbps / probe_gbps - 1) < 0.03, (timer_gbps, probe_gbps)
+
+
+def test_flush_makes_cold_slower_than_hot_on_32mb_weight() -> None:
+    # Q4 [12288, 5120] is 33.4 MB: fits a ~60 MB L2 hot, must come from DRAM cold.
+    call = _linear_call(QType.Q4, 12288, 5120, 1)
+    cold = ColdTimer(warmup=3, repeat=20, flush_mib=256).time(call).median_us
+    hot = ColdTimer(warmup=3, repeat=20, flush_mib=0).time(call).median_us
+    assert cold > 1.10 * hot, (cold, hot)
+
+
+def test_graph_and_direct_agree_on_a_long_point() -> None:
+    call = _linear_call(QType.Q4, 14336, 5120, 1024)
+    g = ColdTimer(warmup=3, repeat=20, execution="graph").time(call).median_us
+    d = ColdTimer(warmup=3, repeat=20, execution="direct").time(call).median_us
+    assert g >= 100.0, g
+    assert abs(d / g - 1) < 0.05, (g, d)
+
+
+def test_peer_cublas_agrees_with_plain_torch_event_timing() -> None:
+    torch = pytest.importorskip("torch")
+    from ninfer.bench.peers import cublas_call
+
+    n, k, t = 14336, 5120, 16
+    timer = ColdTimer(warmup=3, repeat=20)
+    ours = timer.time(cublas_call(n, k, t, timer.stream.ptr)).median_us
+    w = torch.randn((n, k), device="cuda").to(torch.bfloat16)
+    x = torch.randn((t, k), device="cuda").to(torch.bfloat16)
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    ms = []
+    for i in range(23):
+        flush.fill_(i & 0xFF)
+        s.record()
+        torch.nn.functional.linear(x, w)
+        e.record()
+        e.synchronize()
+        if i >= 3:
+            ms.append(s.elapsed_time(e) * 1000)
+    plain = float(np.median(ms))
+    assert abs(ours / plain - 1) < 0.05, (ours, plain)
