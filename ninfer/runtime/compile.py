@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
@@ -19,6 +20,7 @@ _cache: dict[tuple[int, str, str, str, tuple[str, ...], tuple[str, ...]], Any] =
 _lock = threading.Lock()
 
 
+@functools.cache
 def device_arch(device_id: int) -> str:
     cp = require_cupy()
     return str(cp.cuda.Device(device_id).compute_capability)  # e.g. "90"

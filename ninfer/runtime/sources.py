@@ -42,6 +42,7 @@ def assembled_source(name: str) -> str:
     return expand((root / f"{name}.cu").read_text())
 
 
+@functools.cache
 def source_hash(name: str) -> str:
     return hashlib.sha256(assembled_source(name).encode()).hexdigest()[:16]
 
