@@ -1,0 +1,54 @@
+"""ninfer-bench without a GPU: usage, --list counts, a clear exit 2 for a point."""
+
+from __future__ import annotations
+
+import pytest
+
+from ninfer.bench.cli import main
+from ninfer.runtime.cupy_env import gpu_available
+
+
+def test_no_arguments_prints_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "usage: ninfer-bench" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("suite", "count"), [("all", 68), ("qwen3_6_27b", 49), ("qwen3_6_35b_a3b", 37)]
+)
+def test_list_counts(suite: str, count: int, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--suite", suite, "--list"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1] == str(count)
+    assert len(lines) == count + 1
+
+
+def test_sweep_list(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--qtype", "q4", "--n", "64", "--k", "128", "--sweep", "1:8:2", "--list"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "4"
+
+
+@pytest.mark.parametrize(
+    ("argv", "msg"),
+    [
+        (["--qtype", "q4", "--n", "64", "--k", "128"], "exactly one of --t and --sweep"),
+        (["--qtype", "q4", "--t", "1"], "needs --n --k"),
+        (["--suite", "all", "--t", "4"], "--suite takes no"),
+        (
+            ["--qtype", "q4", "--n", "64", "--k", "128", "--sweep", "1:8", "--profile"],
+            "exactly one point",
+        ),
+    ],
+)
+def test_usage_errors_exit_2(argv: list[str], msg: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert msg in capsys.readouterr().err
+
+
+def test_single_point_without_gpu_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    ok, _ = gpu_available()
+    if ok:
+        pytest.skip("a GPU is present: this checks the no-GPU path")
+    assert main(["--qtype", "q4", "--n", "4096", "--k", "5120", "--t", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ninfer-bench: error:") and len(err.strip().splitlines()) == 1
