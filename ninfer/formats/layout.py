@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from .qtype import FORMATS, QType
+from .qtype import QType
 
 
 @dataclass(frozen=True)
@@ -44,5 +44,3 @@ PLANES: dict[QType, tuple[Plane, ...]] = {
     QType.NVFP4: (Plane("qs", _U8, 2), Plane("scales", _U8, 16)),
     QType.BF16: (Plane("w", np.dtype(ml_dtypes.bfloat16), 1),),
 }
-
-assert all(FORMATS[q] for q in PLANES)  # every format has a layout (import-time sanity)
