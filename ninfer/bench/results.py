@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
@@ -38,6 +39,11 @@ def environment(device_id: int) -> dict[str, Any]:
     except ImportError:
         torch_v = None
     status = _git("status", "--porcelain")
+    commit = _git("rev-parse", "HEAD")
+    if commit is None:  # a copied tree without .git (a lab box): the caller may say which
+        commit = os.environ.get("NINFER_GIT_COMMIT") or None
+        flag = os.environ.get("NINFER_GIT_DIRTY")
+        status = None if flag is None else ("dirty" if flag == "1" else "")
     return {
         "gpu_name": name,
         "gpu_key": gpu_key(name),
@@ -50,7 +56,7 @@ def environment(device_id: int) -> dict[str, Any]:
         "torch": torch_v,
         "python": sys.version.split()[0],
         "host": platform.node(),
-        "commit": _git("rev-parse", "HEAD"),
+        "commit": commit,
         "dirty": bool(status) if status is not None else None,
         "kernel_fingerprint": fingerprint(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -95,7 +95,12 @@ def fingerprint() -> str:
     from ..runtime.sources import kernels_digest
 
     h = hashlib.sha256(kernels_digest().encode())
-    h.update(repr(sorted(ROUTE_TABLES.items())).encode())
+    # Canonical text only: repr() of a frozenset follows the per-process string-hash
+    # seed, which made the fingerprint differ between two runs of the same code.
+    for cc, routes in sorted(ROUTE_TABLES.items()):
+        for r in routes:
+            qtypes = ",".join(sorted(q.value for q in r.qtypes))
+            h.update(f"{cc}:{r.name}:{r.t_min}:{r.t_max}:{qtypes}:{r.compute.value};".encode())
     for name in sorted(LAUNCHERS):
         h.update(repr(LAUNCHERS[name].INSTANCES).encode())
     return h.hexdigest()[:16]

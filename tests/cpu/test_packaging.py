@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import ninfer
 from ninfer.routes import LAUNCHERS
@@ -24,3 +25,10 @@ def test_installed_wheel_carries_kernels() -> None:
     d = kernel_dir()
     assert d.name == "_kernels" and str(d.parent) == os.path.dirname(ninfer.__file__)
     assert "site-packages" in str(d)
+
+
+def test_results_schema_ships_with_the_package() -> None:
+    from ninfer.regress.results import SCHEMA_FILE, json_schema
+
+    assert SCHEMA_FILE.parent == Path(ninfer.__file__).parent / "regress"
+    assert json_schema()["properties"]["schema_version"] == {"const": 1}

@@ -50,3 +50,23 @@ def test_fingerprint_is_stable_hex() -> None:
     a, b = fingerprint(), fingerprint()
     assert a == b and len(a) == 16
     int(a, 16)
+
+
+def test_fingerprint_is_the_same_in_every_process() -> None:
+    """Baselines compare fingerprints across runs: no hash-seed dependence allowed."""
+    import os
+    import subprocess
+    import sys
+
+    code = "from ninfer.routes import fingerprint; print(fingerprint())"
+    seen = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for seed in ("1", "2", "3")
+    }
+    assert len(seen) == 1, seen

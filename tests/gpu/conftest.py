@@ -18,6 +18,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.gpu)
 
 
+def _merge(worst: dict[str, dict[str, object]]) -> None:
+    for key, w in worst.items():
+        mine = WORST.get(key)
+        if mine is None:
+            WORST[key] = dict(w)
+            continue
+        checks = int(mine["checks"]) + int(w["checks"])  # type: ignore[call-overload]
+        if float(w["normalized"]) > float(mine["normalized"]):  # type: ignore[arg-type]
+            mine.update(w)
+        mine["checks"] = checks
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # An xdist worker hands its worst errors to the controller, which prints the summary.
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        out["ninfer_worst"] = json.dumps(WORST)
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown where xdist is absent
+def pytest_testnodedown(node, error) -> None:  # type: ignore[no-untyped-def]
+    data = getattr(node, "workeroutput", {}).get("ninfer_worst")
+    if data:
+        _merge(json.loads(data))
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # type: ignore[no-untyped-def]
     if not WORST:
         return

@@ -10,6 +10,9 @@ from ninfer.bench.fixture import random_activations, random_device_weight
 from ninfer.bench.timer import ColdTimer
 from ninfer.ops import linear
 
+# Timing tests run serially on one GPU, never beside other GPU work (see noxfile conformance).
+pytestmark = pytest.mark.timing
+
 
 def _linear_call(qtype: QType, n: int, k: int, t: int):  # type: ignore[no-untyped-def]
     import cupy as cp

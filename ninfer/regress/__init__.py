@@ -1,0 +1,18 @@
+"""The regression pipeline (DESIGN §9): results and baselines, verdicts, reports.
+
+``ninfer-regress`` (cli.py) is its command line; the nox sessions bench / compare /
+baseline / report call it.
+"""
+
+from .results import GpuMismatchError, Results, ResultsError, load_baseline, load_results
+from .stats import Verdict, decide_all
+
+__all__ = [
+    "GpuMismatchError",
+    "Results",
+    "ResultsError",
+    "Verdict",
+    "decide_all",
+    "load_baseline",
+    "load_results",
+]

@@ -1,0 +1,152 @@
+"""Compare a new run with a baseline: per-point verdicts, sweep seams, the gate.
+
+Exit status of the gate: 0 pass, 1 a point is slower, 2 usage or environment error
+(unreadable file, another GPU model, another timing contract, nothing in common).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from .results import PointKey, Results, ResultsError, check_comparable, key_str
+from .stats import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Verdict, decide_all
+
+EXIT_PASS, EXIT_REGRESSION, EXIT_ERROR = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Row:
+    key: PointKey
+    labels: tuple[str, ...]
+    base_median_us: float
+    new_median_us: float
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
+class Seam:
+    """An adjacent-T step of the new curve that the baseline curve does not have."""
+
+    group: tuple[str, str, int, int]
+    t_lo: int
+    t_hi: int
+    new_step: float  # median(t_hi) / median(t_lo) - 1, new run
+    base_step: float  # the same step in the baseline
+
+
+@dataclass
+class Comparison:
+    base: Results
+    new: Results
+    threshold: float
+    alpha: float
+    rows: list[Row]
+    only_base: list[PointKey] = field(default_factory=list)
+    only_new: list[PointKey] = field(default_factory=list)
+    seams: list[Seam] = field(default_factory=list)
+
+    def count(self, state: str) -> int:
+        return sum(r.verdict.state == state for r in self.rows)
+
+    @property
+    def fingerprint_changed(self) -> bool:
+        return self.base.fingerprint != self.new.fingerprint
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_REGRESSION if self.count("slower") else EXIT_PASS
+
+    def summary(self) -> str:
+        c = {s: self.count(s) for s in ("slower", "faster", "same", "unknown")}
+        head = "FAIL" if self.exit_code else "PASS"
+        extra = f", {len(self.only_base)} not measured" if self.only_base else ""
+        return (
+            f"{head}: {c['slower']} slower, {c['faster']} faster, {c['same']} same, "
+            f"{c['unknown']} unknown of {len(self.rows)} points{extra} "
+            f"(threshold {self.threshold:.0%}, alpha {self.alpha:g}, Mann-Whitney U + BH)"
+        )
+
+
+def _median(p: dict[str, Any]) -> float:
+    return float(p["median_us"])
+
+
+def find_seams(
+    base: dict[PointKey, dict[str, Any]], new: dict[PointKey, dict[str, Any]], threshold: float
+) -> list[Seam]:
+    """Steps between adjacent measured T of one shape that grew by more than ``threshold``."""
+    groups: dict[tuple[str, str, int, int], list[int]] = {}
+    for k in new:
+        if k in base:
+            groups.setdefault(k[:4], []).append(k[4])
+    out: list[Seam] = []
+    for g, ts in groups.items():
+        ts.sort()
+        for lo, hi in itertools.pairwise(ts):
+            a, b = (g[0], g[1], g[2], g[3], lo), (g[0], g[1], g[2], g[3], hi)
+            ns = _median(new[b]) / _median(new[a]) - 1
+            bs = _median(base[b]) / _median(base[a]) - 1
+            if ns >= threshold and ns - bs >= threshold:
+                out.append(Seam(g, lo, hi, ns, bs))
+    return out
+
+
+def compare(
+    base: Results,
+    new: Results,
+    threshold: float = DEFAULT_THRESHOLD,
+    alpha: float = DEFAULT_ALPHA,
+) -> Comparison:
+    check_comparable(base, new)
+    b, n = base.by_key(), new.by_key()
+    common = [k for k in b if k in n]
+    if not common:
+        raise ResultsError(
+            f"no point in common between {base.path} ({len(b)} points) and {new.path} "
+            f"({len(n)} points): nothing to compare"
+        )
+    verdicts = decide_all(
+        [(b[k]["samples_us"], n[k]["samples_us"]) for k in common], threshold, alpha
+    )
+    rows = [
+        Row(k, tuple(n[k]["labels"]), _median(b[k]), _median(n[k]), v)
+        for k, v in zip(common, verdicts, strict=True)
+    ]
+    return Comparison(
+        base,
+        new,
+        threshold,
+        alpha,
+        rows,
+        only_base=[k for k in b if k not in n],
+        only_new=[k for k in n if k not in b],
+        seams=find_seams(b, n, threshold),
+    )
+
+
+def refresh_hint(c: Comparison) -> str:
+    return (
+        f"The route code changed since the baseline (kernel fingerprint "
+        f"{c.base.fingerprint[:12]} -> {c.new.fingerprint[:12]}). If the change is intended, "
+        f"refresh the baseline on this GPU: nox -s baseline -- --reason '<why>' "
+        f"(or the 'baseline refresh' workflow), and commit baselines/{c.new.gpu_key}/."
+    )
+
+
+def text_table(c: Comparison, only_changed: bool = False) -> str:
+    lines = [
+        f"{'point':<34} {'base_us':>10} {'new_us':>10} {'change':>8} {'interval':>17} "
+        f"{'q':>8}  verdict"
+    ]
+    for r in c.rows:
+        v = r.verdict
+        if only_changed and v.state == "same":
+            continue
+        ci = f"[{v.ci[0]:.3f},{v.ci[1]:.3f}]" if v.ci[0] == v.ci[0] else "-"
+        lines.append(
+            f"{key_str(r.key):<34} {r.base_median_us:>10.3f} {r.new_median_us:>10.3f} "
+            f"{v.change_pct:>+7.1f}% {ci:>17} {v.q:>8.2g}  {v.state}"
+        )
+    return "\n".join(lines)

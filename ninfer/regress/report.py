@@ -1,0 +1,108 @@
+"""Markdown for ``$GITHUB_STEP_SUMMARY`` and PR comments: the verdicts first, details folded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .compare import Comparison, Row, refresh_hint
+from .results import Results, key_str
+
+_ICON = {"slower": "🔴 slower", "faster": "🟢 faster", "same": "same", "unknown": "⚪ unknown"}
+_ORDER = {"slower": 0, "unknown": 1, "faster": 2, "same": 3}
+
+
+def _env_line(r: Results) -> str:
+    e, t = r.env, r.timing
+    commit = (e.get("commit") or "?")[:10] + ("+dirty" if e.get("dirty") else "")
+    return (
+        f"{e['gpu_name']} (cc {e['cc']}, {e['sms']} SMs), driver {e['driver']}, "
+        f"CuPy {e['cupy']}, commit `{commit}`, kernels `{e['kernel_fingerprint'][:12]}`, "
+        f"{t['execution']} execution, flush {t['flush_mib']} MiB, repeat {t['repeat']}"
+    )
+
+
+def _row(r: Row) -> str:
+    v = r.verdict
+    ci = f"{v.ci[0]:.3f}–{v.ci[1]:.3f}" if v.ci[0] == v.ci[0] else "–"
+    labels = ", ".join(r.labels[:2]) + (" …" if len(r.labels) > 2 else "")
+    return (
+        f"| {key_str(r.key)} | {labels} | {r.base_median_us:.2f} | {r.new_median_us:.2f} | "
+        f"{v.change_pct:+.1f}% | {ci} | {v.q:.2g} | {_ICON[v.state]} |"
+    )
+
+
+_HEAD = (
+    "| point | labels | base µs | new µs | change | ratio interval | q (BH) | verdict |\n"
+    "|---|---|---:|---:|---:|---|---:|---|"
+)
+
+
+def markdown(c: Comparison, plots: list[Path] | None = None, rel_to: Path | None = None) -> str:
+    out = [f"## ninfer bench: {'❌' if c.exit_code else '✅'} {c.summary()}", ""]
+    out += [f"- baseline: {_env_line(c.base)}", f"- new: {_env_line(c.new)}"]
+    reason = c.base.doc.get("baseline", {}).get("reason")
+    if reason:
+        out.append(f"- baseline reason: {reason}")
+    out.append("")
+    if c.fingerprint_changed:
+        out += [f"> **Route code changed.** {refresh_hint(c)}", ""]
+    flagged = sorted(
+        (r for r in c.rows if r.verdict.state != "same"), key=lambda r: _ORDER[r.verdict.state]
+    )
+    if flagged:
+        out += ["### Points that are not `same`", "", _HEAD, *[_row(r) for r in flagged], ""]
+        unk = [r for r in flagged if r.verdict.state == "unknown"]
+        if unk:
+            out += [f"Unknown means undecided, not passed: {unk[0].verdict.why}.", ""]
+    if c.seams:
+        out += ["### New seams along T (steps the baseline curve lacks)", ""]
+        out += ["| shape | T step | new step | baseline step |", "|---|---|---:|---:|"]
+        for s in c.seams:
+            q, p, n, k = s.group
+            out.append(
+                f"| {q} {p} [{n},{k}] | {s.t_lo}→{s.t_hi} | {s.new_step:+.1%} | "
+                f"{s.base_step:+.1%} |"
+            )
+        out.append("")
+    if c.only_base:
+        out += [
+            "### In the baseline but not measured now (counted as not passed)",
+            "",
+            *[f"- {key_str(k)}" for k in c.only_base],
+            "",
+        ]
+    if c.only_new:
+        out += ["### New points without a baseline", "", *[f"- {key_str(k)}" for k in c.only_new]]
+        out.append("")
+    if plots:
+        out += ["### Plots", ""]
+        for path in plots:
+            rel = path.relative_to(rel_to) if rel_to else path
+            out.append(f"![{path.stem}]({rel.as_posix()})")
+        out.append("")
+    out += ["<details><summary>All points</summary>", "", _HEAD, *[_row(r) for r in c.rows]]
+    out += ["", "</details>", ""]
+    out += [
+        "Verdict rule: *slower*/*faster* need Benjamini–Hochberg q < alpha (two-sided "
+        "Mann–Whitney U per point) **and** a Hodges–Lehmann ratio beyond the threshold; "
+        "*same* needs the ratio's (1 − alpha) interval inside ±threshold; anything else is "
+        "*unknown*. The gate fails on any *slower*. See docs/regress.md.",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def run_markdown(r: Results) -> str:
+    """A run without a baseline: the measured table and why nothing was compared."""
+    out = [f"## ninfer bench: {len(r.points)} points measured, no baseline compared", ""]
+    out += [f"- run: {_env_line(r)}", ""]
+    out += ["| point | median µs | p95 µs | READ % | TFLOP/s |", "|---|---:|---:|---:|---:|"]
+    for p in r.points:
+        m: dict[str, Any] = p["metrics"]
+        out.append(
+            f"| {p['qtype']} {p['policy']} [{p['n']},{p['k']}] T={p['t']} | "
+            f"{p['median_us']:.2f} | {p['p95_us']:.2f} | {m.get('READ_pct', float('nan')):.1f} | "
+            f"{m.get('useful_TFLOPs', float('nan')):.2f} |"
+        )
+    return "\n".join(out) + "\n"

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The regression pipeline end to end on a GPU box without network (issue 4): conformance,
+# committed-baseline measurement, two `nox -s bench` runs (a real A/A against the
+# baselines and against each other), the Q4 [6144,5120] per-shape report and the IR dump.
+# Everything lands in $OUT/artifacts.tar.gz plus one log; $OUT defaults to runs/device.
+#
+# Usage (repo root): NINFER_GIT_COMMIT=<sha> bash tools/device_regress.sh [steps]
+#   steps: any of conformance baseline aa shape ir (default: all of them)
+# Wheels for the missing packages (jsonschema, nox, ...) travel in .whl/ (docs/regress.md).
+set -uo pipefail
+OUT=${OUT:-runs/device}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+PY=${PYTHON:-python3}
+if compgen -G ".whl/*.whl" >/dev/null; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH="$PYTHONPATH:/tmp/site"
+fi
+STEPS=${*:-conformance baseline aa shape ir}
+NOX="$PY -m nox --no-venv --no-install"
+REASON=${REASON:-"first H200 baselines (issue 4): portable gemv_q T1-4 / mma_q T>=5 routes"}
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+{
+  nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem --format=csv
+  git --version 2>&1 | head -1
+  echo "commit=${NINFER_GIT_COMMIT:-?} steps=$STEPS"
+} 2>&1 | tee "$OUT/device.log"
+
+if has conformance; then
+  echo "== conformance (nox)" | tee -a "$OUT/device.log"
+  ( time $NOX -s conformance -- -q -p no:cacheprovider ) 2>&1 | tail -25 | tee -a "$OUT/device.log"
+fi
+if has baseline; then
+  for suite in all qwen3_6_27b qwen3_6_35b_a3b; do
+    echo "== baseline $suite" | tee -a "$OUT/device.log"
+    $NOX -s baseline -- --suite "$suite" --reason "$REASON" 2>&1 | tail -4 | tee -a "$OUT/device.log"
+  done
+fi
+if has aa; then
+  for i in 1 2; do
+    echo "== nox -s bench, A/A run $i against baselines/" | tee -a "$OUT/device.log"
+    ( time $NOX -s bench ) 2>&1 | tail -12 | tee -a "$OUT/device.log"
+  done
+  runs=( $(ls -d runs/all_* | sort | tail -2) )
+  echo "== A/A: ${runs[0]} vs ${runs[1]}" | tee -a "$OUT/device.log"
+  $PY -m ninfer.regress compare "${runs[0]}/results.json" "${runs[1]}/results.json" 2>&1 | tail -8 | tee -a "$OUT/device.log"
+fi
+if has shape; then
+  echo "== Q4 [6144,5120] sweep for the per-shape report" | tee -a "$OUT/device.log"
+  d=docs/perf/q4_6144x5120_h200
+  mkdir -p "$d"
+  $PY -m ninfer.bench --qtype q4 --n 6144 --k 5120 --sweep 1:128 --repeat 50 --warmup 5 --no-progress \
+    --json-out "$d/sweep_1_128.json" > "$d/sweep_1_128.txt" 2>&1
+  $PY -m ninfer.bench --qtype q4 --n 6144 --k 5120 --sweep 512:1024:512 --repeat 50 --warmup 5 --no-progress \
+    --json-out "$d/sweep_512_1024.json" > "$d/sweep_512_1024.txt" 2>&1
+  tail -2 "$d/sweep_1_128.txt" | tee -a "$OUT/device.log"
+  (cd "$d" && $PY -m ninfer.regress shape-report sweep_1_128.json sweep_512_1024.json \
+    --qtype q4 --n 6144 --k 5120 --out .) 2>&1 | tee -a "$OUT/device.log"
+fi
+if has ir; then
+  echo "== ninfer-bench ir" | tee -a "$OUT/device.log"
+  $PY -m ninfer.bench ir --out ir_h200 2>&1 | tail -5 | tee -a "$OUT/device.log"
+  $PY tools/check_ir_runtime.py ir_h200 2>&1 | tail -8 | tee -a "$OUT/device.log"
+fi
+tar czf "$OUT/artifacts.tar.gz" baselines runs/all_* docs/perf/q4_6144x5120_h200 ir_h200 2>/dev/null
+ls -la "$OUT" | tee -a "$OUT/device.log"
