@@ -4,12 +4,22 @@
 # baselines and against each other), the Q4 [6144,5120] per-shape report and the IR dump.
 # Everything lands in $OUT/artifacts.tar.gz plus one log; $OUT defaults to runs/device.
 #
-# Usage (repo root): NINFER_GIT_COMMIT=<sha> bash tools/device_regress.sh [steps]
+# Usage (repo root): [BUNDLE=.whl/repo.bundle] bash tools/device_regress.sh [steps]
 #   steps: any of conformance baseline aa shape ir (default: all of them)
 # Wheels for the missing packages (jsonschema, nox, ...) travel in .whl/ (docs/regress.md).
 set -uo pipefail
 OUT=${OUT:-runs/device}
 mkdir -p "$OUT"
+OUT=$(realpath "$OUT")
+# BUNDLE=path/to/repo.bundle: measure in a clone of that bundle's HEAD, so the records
+# carry the real commit and a clean (not dirty) tree; the wheels come along.
+if [ -n "${BUNDLE:-}" ] && [ -z "${NINFER_IN_CLONE:-}" ]; then
+  clone=/tmp/ninfer-clone
+  rm -rf "$clone" && git clone -q "$BUNDLE" "$clone" || exit 1
+  git -C "$clone" checkout -q --detach "$(git bundle list-heads "$BUNDLE" | awk '$2=="HEAD"{print $1}')" || exit 1
+  cp -r .whl "$clone/" 2>/dev/null
+  cd "$clone" && NINFER_IN_CLONE=1 OUT="$OUT" exec bash tools/device_regress.sh "$@"
+fi
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
 if compgen -G ".whl/*.whl" >/dev/null; then
@@ -23,7 +33,7 @@ has() { [[ " $STEPS " == *" $1 "* ]]; }
 {
   nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem --format=csv
   git --version 2>&1 | head -1
-  echo "commit=${NINFER_GIT_COMMIT:-?} steps=$STEPS"
+  echo "commit=$(git rev-parse HEAD 2>/dev/null || echo "${NINFER_GIT_COMMIT:-?}") steps=$STEPS"
 } 2>&1 | tee "$OUT/device.log"
 
 if has conformance; then
@@ -63,4 +73,5 @@ if has ir; then
   $PY tools/check_ir_runtime.py ir_h200 2>&1 | tail -8 | tee -a "$OUT/device.log"
 fi
 tar czf "$OUT/artifacts.tar.gz" baselines runs/all_* docs/perf/q4_6144x5120_h200 ir_h200 2>/dev/null
+git status --porcelain --untracked-files=no | head -20 | tee -a "$OUT/device.log"
 ls -la "$OUT" | tee -a "$OUT/device.log"

@@ -12,6 +12,7 @@ from typing import Any
 
 SCHEMA = "ninfer.results"
 SCHEMA_VERSION = 1
+CODE_PATHS = ("ninfer", "kernels", "suites", "pyproject.toml")
 
 
 def _git(*args: str) -> str | None:
@@ -38,7 +39,9 @@ def environment(device_id: int) -> dict[str, Any]:
         torch_v: str | None = torch.__version__
     except ImportError:
         torch_v = None
-    status = _git("status", "--porcelain")
+    # Dirty means the measured code differs from the commit; new baselines, run folders
+    # and docs written by the pipeline itself do not make a run dirty.
+    status = _git("status", "--porcelain", "--untracked-files=no", "--", *CODE_PATHS)
     commit = _git("rev-parse", "HEAD")
     if commit is None:  # a copied tree without .git (a lab box): the caller may say which
         commit = os.environ.get("NINFER_GIT_COMMIT") or None

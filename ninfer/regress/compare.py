@@ -88,7 +88,9 @@ def find_seams(
             a, b = (g[0], g[1], g[2], g[3], lo), (g[0], g[1], g[2], g[3], hi)
             ns = _median(new[b]) / _median(new[a]) - 1
             bs = _median(base[b]) / _median(base[a]) - 1
-            if ns >= threshold and ns - bs >= threshold:
+            # The step itself must pass the threshold, and grow by it relative to the
+            # baseline's step: a +988 % step that was +982 % is not a new seam.
+            if ns >= threshold and (1 + ns) / (1 + bs) >= 1 + threshold:
                 out.append(Seam(g, lo, hi, ns, bs))
     return out
 

@@ -53,6 +53,7 @@ def latency_vs_t(new: Results, base: Results | None, path: Path) -> Path:
             ax.errorbar(t, med, yerr=err, fmt=style, ms=3, lw=1, capsize=2, label=name)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        ax.yaxis.set_minor_formatter(plt.NullFormatter())  # log minor labels overlap
         ax.set_title(f"{key[0]} {key[1]} [{key[2]},{key[3]}]", fontsize=8)
         ax.tick_params(labelsize=7)
     for ax in axes.ravel()[len(keys) :]:

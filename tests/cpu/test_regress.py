@@ -232,8 +232,8 @@ def test_seams_flag_a_new_step_only() -> None:
     def pts(times: dict[int, float]) -> dict[Any, dict[str, Any]]:
         return {("q4", "a16", 64, 64, t): {"median_us": m} for t, m in times.items()}
 
-    base = pts({1: 10.0, 2: 10.2, 3: 10.4, 4: 14.0})  # 3 -> 4 steps in both
-    new = pts({1: 10.0, 2: 13.0, 3: 13.1, 4: 17.5})
+    base = pts({1: 10.0, 2: 10.2, 3: 10.4, 4: 14.0, 16: 110.0})  # 3 -> 4 steps in both
+    new = pts({1: 10.0, 2: 13.0, 3: 13.1, 4: 17.5, 16: 138.0})  # 4 -> 16: +689 % vs +686 %
     seams = find_seams(base, new, 0.05)
     assert [(s.t_lo, s.t_hi) for s in seams] == [(1, 2)]
 
