@@ -15,15 +15,12 @@ ninfer-bench reports. The reasoning is in docs/asv.md.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
-
-import numpy as np
+from typing import ClassVar
 
 from ninfer.bench.points import MODEL_SUITES, BenchPoint, load_suite
 from ninfer.runtime.cupy_env import gpu_available
@@ -53,11 +50,9 @@ class _ColdCall:
     """One point on the device: weight, buffers, workspace and a captured call.
 
     Set up as ``ninfer.bench.run.run_points`` does (same fixture and seed, workspace
-    from ``linear_workspace_bytes``, first call untimed), then warmed and captured as
-    ``ColdTimer.time`` does. ``ColdTimer.time`` keeps its graph to itself and captures
-    anew on every call, and a fresh graph's first launch also uploads it inside the
-    event pair; so the capture happens once here and ``measure`` repeats only the
-    per-sample body of its loop, on the ColdTimer's own stream, flush buffer and events.
+    from ``linear_workspace_bytes``, first call untimed), then warmed up and captured
+    once per process by ``ColdTimer.capture``; each sample is ``ColdTimer.sample_us``,
+    the same per-sample body that ``ColdTimer.time`` runs for ninfer-bench.
     """
 
     def __init__(self, p: BenchPoint) -> None:
@@ -82,51 +77,20 @@ class _ColdCall:
         cp.cuda.Device().synchronize()
         self._buffers = (w, x, out, ws)  # the captured graph points into these
 
-        # repeat=1: asv, not the ColdTimer, decides how many samples are taken.
+        # repeat=1: asv, not the ColdTimer, decides how many samples are taken. The
+        # warm-up and capture happen once per process; each asv sample is one
+        # ColdTimer.sample_us, the per-sample body of ColdTimer.time.
         t = ColdTimer(WARMUP, 1, FLUSH_MIB, EXECUTION)
         self.timer = t
-        with t.stream:
-            for _ in range(WARMUP):
-                t.flush()
-                call()
-        t.stream.synchronize()
-        self.execution, self.note = EXECUTION, ""
-        self.launch: Callable[[], Any] = call
-        if EXECUTION == "graph":
-            try:
-                t.stream.begin_capture()
-                with t.stream:
-                    call()
-                graph = t.stream.end_capture()
-                self.launch = functools.partial(graph.launch, t.stream)
-                self._graph = graph
-            except Exception as e:  # capture refused: timed direct, as ColdTimer does
-                with contextlib.suppress(Exception):
-                    t.stream.end_capture()
-                self.execution = "direct"
-                self.note = f"graph capture failed ({type(e).__name__}); direct fallback"
-                # ninfer-bench marks this in its JSON; asv has no field for it, so it
-                # goes to stderr (shown by `asv run/continuous --show-stderr`).
-                print(f"asv_linear: {point_id(p)}: {self.note}", file=sys.stderr)
-        # Direct launches wait behind the blocking kernel so host latency stays out.
-        self._blocker = t._blocker() if self.execution == "direct" else None
+        self.launch, self.execution, self.note = t.capture(call)
+        if self.note:
+            # ninfer-bench marks this in its JSON; asv has no field for it, so it goes to
+            # stderr (shown by `asv run/continuous --show-stderr`).
+            print(f"asv_linear: {point_id(p)}: {self.note}", file=sys.stderr)
 
     def measure(self) -> float:
         """Seconds between the events around one cold call (one sample)."""
-        t = self.timer
-        t.flush()
-        with t.stream:
-            if self._blocker is not None:
-                spin, flag = self._blocker
-                flag[0] = 0
-                spin((1,), (1,), (np.uint64(t._flag_mem.ptr), np.uint64(50_000_000)))
-            t.start.record(t.stream)
-            self.launch()
-            t.end.record(t.stream)
-        if self._blocker is not None:
-            self._blocker[1][0] = 1
-        t.end.synchronize()
-        return float(self.cp.cuda.get_elapsed_time(t.start, t.end)) / 1e3  # ms -> s
+        return self.timer.sample_us(self.launch, self.execution) / 1e6
 
 
 # asv re-runs setup before every sample (and teardown after), in one process per

@@ -9,8 +9,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,6 +52,57 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+# xdist controller: the workers' worst errors (merged) and which GPU each worker had.
+_MERGED: dict[str, dict[str, Any]] = {}
+_WORKER_GPUS: dict[str, str] = {}
+
+
+def _merge(into: dict[str, dict[str, Any]], worst: dict[str, dict[str, Any]]) -> None:
+    for key, w in worst.items():
+        mine = into.get(key)
+        if mine is None:
+            into[key] = dict(w)
+            continue
+        checks = int(mine["checks"]) + int(w["checks"])
+        if float(w["normalized"]) > float(mine["normalized"]):
+            mine.update(w)
+        mine["checks"] = checks
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown where xdist is absent
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    out = getattr(node, "workeroutput", {})
+    if out.get("ninfer_worst"):
+        _merge(_MERGED, json.loads(out["ninfer_worst"]))
+    if "ninfer_gpu" in out:
+        _WORKER_GPUS[getattr(getattr(node, "gateway", None), "id", "?")] = out["ninfer_gpu"]
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    # Without xdist the oracle module of this process holds the worst errors; in an
+    # xdist controller (which imports no test module) the merged worker results do.
+    oracle = next((m for name, m in list(sys.modules.items()) if name.endswith("gpu.oracle")), None)
+    worst: dict[str, dict[str, Any]] = dict(getattr(oracle, "WORST", None) or _MERGED)
+    if not worst:
+        return
+    tr = terminalreporter
+    tr.section("ninfer conformance: worst error per format (normalized: 1.0 = tolerance)")
+    for key in sorted(worst):
+        w = worst[key]
+        tr.write_line(
+            f"{key:6s} checks={w['checks']:5d} worst_normalized={w['normalized']:.4f} "
+            f"worst_rel_l2={w['rel_l2']:.3e} at {w['where']}"
+        )
+    if _WORKER_GPUS:
+        tr.write_line(
+            "xdist workers -> GPU: "
+            + ", ".join(f"{k}={v}" for k, v in sorted(_WORKER_GPUS.items()))
+        )
+    out = os.environ.get("NINFER_CONFORMANCE_JSON")
+    if out:
+        Path(out).write_text(json.dumps(worst, indent=1, sort_keys=True))
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

@@ -59,6 +59,24 @@ echo "asv: $(git log -1 --format='%h %s' "$head") <- head"
 # their pip takes nothing from an index, only the wheels in $wheels (asv_runner,
 # pympler, hatchling and its dependencies: asv's base requirements).
 export VIRTUALENV_SYSTEM_SITE_PACKAGES=1
+# The device's python3 is itself a venv (/opt/torch/.venv) and a virtualenv made from it
+# sees the *base* interpreter's site-packages, not the venv's cupy/numpy. asv replaces
+# PYTHONPATH inside its environments with ASV_PYTHONPATH: point it at a sitecustomize
+# that APPENDS the interpreter's site-packages, so the environment's own packages
+# (ninfer, packaging, hatchling) still come first.
+syspath="$work/syspath"
+mkdir -p "$syspath"
+"$PY" - "$syspath/sitecustomize.py" <<'PY' || exit 1
+import site, sys
+paths = [p for p in site.getsitepackages() if "/tmp/site" not in p]
+open(sys.argv[1], "w").write(
+    "import sys\n"
+    f"for p in {paths!r}:\n"
+    "    if p not in sys.path:\n"
+    "        sys.path.append(p)\n"
+)
+PY
+export ASV_PYTHONPATH="$syspath"
 export PIP_NO_INDEX=1 PIP_FIND_LINKS="$wheels" PIP_DISABLE_PIP_VERSION_CHECK=1
 # The one change to asv.conf.json: install the built wheel without dependencies, since
 # the system provides them and pip could not fetch a missing or older one anyway (the

@@ -114,39 +114,49 @@ class ColdTimer:
             out.append((t1 - t0) * 1e6)
         return out
 
-    def time(self, fn: Callable[[], Any]) -> Samples:
-        cp = self.cp
+    def capture(self, fn: Callable[[], Any]) -> tuple[Callable[[], Any], str, str]:
+        """Warm ``fn`` up (flushed) and capture it: (launch, execution, note).
+
+        In graph mode ``launch`` replays one CUDA graph holding one call; a capture that
+        is refused (a peer library that synchronises) falls back to direct, marked.
+        """
         with self.stream:
             for _ in range(self.warmup):
                 self.flush()
                 fn()
         self.stream.synchronize()
-        note = ""
-        launch: Callable[[], Any] = fn
-        mode = self.execution
-        if mode == "graph":
-            try:
-                self.stream.begin_capture()
-                with self.stream:
-                    fn()
-                graph = self.stream.end_capture()
-                launch = lambda: graph.launch(self.stream)  # noqa: E731
-            except Exception as e:  # capture refused (a peer library that syncs): marked fallback
-                with contextlib.suppress(Exception):
-                    self.stream.end_capture()
-                mode, note = "direct", f"graph capture failed ({type(e).__name__}); direct fallback"
-        samples: list[float] = []
-        spin, flag = self._blocker()
-        for _ in range(self.repeat):
-            self.flush()
+        if self.execution == "direct":
+            return fn, "direct", ""
+        try:
+            self.stream.begin_capture()
             with self.stream:
-                if mode == "direct":
-                    flag[0] = 0
-                    spin((1,), (1,), (np.uint64(self._flag_mem.ptr), np.uint64(50_000_000)))
-                self.start.record(self.stream)
-                launch()
-                self.end.record(self.stream)
-            flag[0] = 1
-            self.end.synchronize()
-            samples.append(cp.cuda.get_elapsed_time(self.start, self.end) * 1000.0)
+                fn()
+            graph = self.stream.end_capture()
+        except Exception as e:
+            with contextlib.suppress(Exception):
+                self.stream.end_capture()
+            return fn, "direct", f"graph capture failed ({type(e).__name__}); direct fallback"
+        # The first replay of a fresh graph also uploads it: keep that out of the samples.
+        graph.launch(self.stream)
+        self.stream.synchronize()
+        return (lambda: graph.launch(self.stream)), "graph", ""
+
+    def sample_us(self, launch: Callable[[], Any], execution: str) -> float:
+        """One sample: flush, start event, one launch, end event; microseconds."""
+        self.flush()
+        spin, flag = self._blocker()
+        with self.stream:
+            if execution == "direct":
+                flag[0] = 0
+                spin((1,), (1,), (np.uint64(self._flag_mem.ptr), np.uint64(50_000_000)))
+            self.start.record(self.stream)
+            launch()
+            self.end.record(self.stream)
+        flag[0] = 1
+        self.end.synchronize()
+        return float(self.cp.cuda.get_elapsed_time(self.start, self.end)) * 1000.0
+
+    def time(self, fn: Callable[[], Any]) -> Samples:
+        launch, mode, note = self.capture(fn)
+        samples = [self.sample_us(launch, mode) for _ in range(self.repeat)]
         return Samples(samples, execution=mode, note=note)

@@ -46,12 +46,25 @@ def test_cold_timer_reproduces_probe_read_bandwidth() -> None:
     assert abs(timer_gbps / probe_gbps - 1) < 0.03, (timer_gbps, probe_gbps)
 
 
-def test_flush_makes_cold_slower_than_hot_on_32mb_weight() -> None:
-    # Q4 [12288, 5120] is 33.4 MB: fits a ~60 MB L2 hot, must come from DRAM cold.
-    call = _linear_call(QType.Q4, 12288, 5120, 1)
-    cold = ColdTimer(warmup=3, repeat=20, flush_mib=256).time(call).median_us
-    hot = ColdTimer(warmup=3, repeat=20, flush_mib=0).time(call).median_us
-    assert cold > 1.10 * hot, (cold, hot)
+def test_flush_makes_cold_slower_than_hot() -> None:
+    # A pure read of 24 MiB (fits the ~60 MB L2 hot, must come from DRAM cold). A read
+    # kernel, not linear(): today's gemv_q is not bandwidth-bound (≈ 1.2 TB/s on a 33 MB
+    # Q4 weight), so its cold/hot ratio measured 1.08-1.2x from host to host and said more
+    # about the kernel than about the flush.
+    import cupy as cp
+
+    from ninfer.gpus.probe import _READ_SRC
+
+    nbytes = 24 << 20
+    buf = cp.random.default_rng(1).integers(0, 2**31, size=nbytes // 4, dtype=cp.int32)
+    sink = cp.zeros(1, cp.uint32)
+    kern = cp.RawKernel(_READ_SRC, "ninfer_read")
+    sms = cp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
+    n16 = np.uint64(nbytes // 16)
+    fn = lambda: kern((sms * 8,), (512,), (buf, n16, sink))  # noqa: E731
+    cold = ColdTimer(warmup=3, repeat=20, flush_mib=256).time(fn).median_us
+    hot = ColdTimer(warmup=3, repeat=20, flush_mib=0).time(fn).median_us
+    assert cold > 1.25 * hot, (cold, hot)
 
 
 def test_graph_and_direct_agree_on_a_long_point() -> None:
