@@ -20,7 +20,7 @@ import hashlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ninfer.bench.points import MODEL_SUITES, BenchPoint, load_suite
 from ninfer.runtime.cupy_env import gpu_available
@@ -82,7 +82,7 @@ class _ColdCall:
         # ColdTimer.sample_us, the per-sample body of ColdTimer.time.
         t = ColdTimer(WARMUP, 1, FLUSH_MIB, EXECUTION)
         self.timer = t
-        self.launch, self.execution, self.note = t.capture(call)
+        self.launch, self.execution, self.note = _capture(t, call)
         if self.note:
             # ninfer-bench marks this in its JSON; asv has no field for it, so it goes to
             # stderr (shown by `asv run/continuous --show-stderr`).
@@ -90,7 +90,40 @@ class _ColdCall:
 
     def measure(self) -> float:
         """Seconds between the events around one cold call (one sample)."""
-        return self.timer.sample_us(self.launch, self.execution) / 1e6
+        return _sample_us(self.timer, self.launch, self.execution) / 1e6
+
+
+# asv imports THIS file (the checkout's) but runs it against each measured commit's
+# installed ninfer, so it may only rely on what the oldest measured commit has. ninfer
+# before ColdTimer.capture/sample_us (e.g. 9c43876) gets the same steps inline.
+def _capture(t: Any, call: Callable[[], Any]) -> tuple[Callable[[], Any], str, str]:
+    if hasattr(t, "capture"):
+        launch, execution, note = t.capture(call)
+        return launch, execution, note
+    with t.stream:
+        for _ in range(WARMUP):
+            t.flush()
+            call()
+    t.stream.synchronize()
+    t.stream.begin_capture()
+    with t.stream:
+        call()
+    graph = t.stream.end_capture()
+    graph.launch(t.stream)  # upload, untimed
+    t.stream.synchronize()
+    return (lambda: graph.launch(t.stream)), "graph", ""
+
+
+def _sample_us(t: Any, launch: Callable[[], Any], execution: str) -> float:
+    if hasattr(t, "sample_us"):
+        return float(t.sample_us(launch, execution))
+    t.flush()
+    with t.stream:
+        t.start.record(t.stream)
+        launch()
+        t.end.record(t.stream)
+    t.end.synchronize()
+    return float(t.cp.cuda.get_elapsed_time(t.start, t.end)) * 1000.0
 
 
 # asv re-runs setup before every sample (and teardown after), in one process per
