@@ -29,7 +29,7 @@ from ..policy import Policy
 from ..routes import LAUNCHERS, QTYPE_ID, Problem, select, table_for
 from ..runtime.compile import OPTIONS
 from ..runtime.sources import assembled_source, kernels_digest, source_hash
-from .results import _git
+from .results import git
 
 QNAME = {v: q.name for q, v in QTYPE_ID.items()}
 T_SCAN = 4096  # past every route edge and tile step; a T range reaching it prints as "N+"
@@ -306,9 +306,9 @@ def run(out: Path, arch: list[str] | None, compiler: str) -> int:
 
 
 def readme(compilers: dict[str, str]) -> str:
-    dirty = " (dirty)" if _git("status", "--porcelain", "--", "kernels", "ninfer") else ""
+    dirty = " (dirty)" if git("status", "--porcelain", "--", "kernels", "ninfer") else ""
     # A copied tree without .git (the device machine): the caller may name the commit.
-    commit = _git("rev-parse", "HEAD") or os.environ.get("NINFER_GIT_COMMIT") or "?"
+    commit = git("rev-parse", "HEAD") or os.environ.get("NINFER_GIT_COMMIT") or "?"
     comp = "".join(f"- {a}: {c}\n" for a, c in compilers.items())
     return f"""# ninfer-bench ir
 

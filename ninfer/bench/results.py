@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import subprocess
@@ -15,14 +16,30 @@ SCHEMA_VERSION = 1
 CODE_PATHS = ("ninfer", "kernels", "suites", "pyproject.toml")
 
 
-def _git(*args: str) -> str | None:
+def _run_git(cwd: Path, *args: str) -> str | None:
     try:
-        root = Path(__file__).resolve().parents[2]
         return subprocess.run(
-            ["git", "-C", str(root), *args], capture_output=True, text=True, check=True, timeout=10
+            ["git", "-C", str(cwd), *args], capture_output=True, text=True, check=True, timeout=10
         ).stdout.strip()
     except Exception:
         return None
+
+
+@functools.cache
+def checkout_root() -> Path | None:
+    """The ninfer checkout being measured: the working directory's (nox runs from the
+    repository root and installs a wheel into .nox/), else the package's own (editable)."""
+    for start in (Path.cwd(), Path(__file__).resolve().parents[2]):
+        top = _run_git(start, "rev-parse", "--show-toplevel")
+        if top and (Path(top) / "kernels").is_dir() and (Path(top) / "ninfer").is_dir():
+            return Path(top)
+    return None
+
+
+def git(*args: str) -> str | None:
+    """``git args`` in the measured checkout; None without one (a copied tree)."""
+    root = checkout_root()
+    return _run_git(root, *args) if root else None
 
 
 def environment(device_id: int) -> dict[str, Any]:
@@ -41,8 +58,8 @@ def environment(device_id: int) -> dict[str, Any]:
         torch_v = None
     # Dirty means the measured code differs from the commit; new baselines, run folders
     # and docs written by the pipeline itself do not make a run dirty.
-    status = _git("status", "--porcelain", "--untracked-files=no", "--", *CODE_PATHS)
-    commit = _git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no", "--", *CODE_PATHS)
+    commit = git("rev-parse", "HEAD")
     if commit is None:  # a copied tree without .git (a lab box): the caller may say which
         commit = os.environ.get("NINFER_GIT_COMMIT") or None
         flag = os.environ.get("NINFER_GIT_DIRTY")

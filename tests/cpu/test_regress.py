@@ -344,3 +344,20 @@ def test_results_written_by_bench_validate() -> None:
     for field in json_schema()["$defs"]["point"]["required"]:
         assert f'"{field}"' in src, field
     assert isinstance(load_results(RUN), Results)
+
+
+def test_commit_and_dirty_come_from_the_measured_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """nox installs a wheel into .nox/: the checkout is found from the working directory."""
+    import shutil
+
+    from ninfer.bench import results as br
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs a git checkout")
+    monkeypatch.chdir(ROOT)
+    br.checkout_root.cache_clear()
+    try:
+        assert br.checkout_root() == ROOT
+        assert br.git("rev-parse", "HEAD") is not None
+    finally:
+        br.checkout_root.cache_clear()
