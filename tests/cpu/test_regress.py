@@ -28,10 +28,11 @@ from ninfer.regress.stats import MIN_SAMPLES, benjamini_hochberg, decide_all
 ROOT = Path(__file__).resolve().parents[2]
 # A real H200 run (68 points, 20 samples each), committed with issue 3.
 RUN = ROOT / "docs/perf/bench_all_cublas_h200_2026-11-30.json"
+BASELINE = ROOT / "baselines/h200/all.json"  # the committed baseline (repeat 50)
 
 
-def _doc() -> dict[str, Any]:
-    return dict(json.loads(RUN.read_text()))
+def _doc(path: Path = RUN) -> dict[str, Any]:
+    return dict(json.loads(path.read_text()))
 
 
 def _write(tmp: Path, name: str, doc: dict[str, Any]) -> Path:
@@ -127,14 +128,18 @@ def test_baseline_needs_a_reason(tmp_path: Path) -> None:
 # --- the gate (issue 4 acceptance, without a GPU) ------------------------------------------
 
 
-def test_self_compare_is_all_same(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["compare", str(RUN), str(RUN)]) == 0
+@pytest.mark.parametrize("src", [RUN, BASELINE], ids=["run", "baseline"])
+def test_self_compare_is_all_same(src: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["compare", str(src), str(src)]) == 0
     assert "PASS: 0 slower, 0 faster, 68 same, 0 unknown of 68 points" in _states(capsys)
 
 
-def test_ten_percent_slower_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    p = _write(tmp_path, "slow.json", _scaled(_doc(), 1.10))
-    assert cli.main(["compare", str(RUN), str(p)]) == 1
+@pytest.mark.parametrize("src", [RUN, BASELINE], ids=["run", "baseline"])
+def test_ten_percent_slower_fails(
+    src: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    p = _write(tmp_path, "slow.json", _scaled(_doc(src), 1.10))
+    assert cli.main(["compare", str(src), str(p)]) == 1
     assert "FAIL: 68 slower, 0 faster, 0 same, 0 unknown of 68 points" in _states(capsys)
 
 
@@ -144,13 +149,22 @@ def test_ten_percent_faster_passes(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "68 faster" in _states(capsys)
 
 
+@pytest.mark.parametrize("src", [RUN, BASELINE], ids=["run", "baseline"])
 def test_one_percent_is_not_a_regression(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    src: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    p = _write(tmp_path, "s.json", _scaled(_doc(), 1.01))
-    assert cli.main(["compare", str(RUN), str(p)]) == 0
+    p = _write(tmp_path, "s.json", _scaled(_doc(src), 1.01))
+    assert cli.main(["compare", str(src), str(p)]) == 0
     out = _states(capsys)
     assert "0 slower" in out and "0 faster" in out
+
+
+def test_committed_baseline_records_its_provenance() -> None:
+    b = load_baseline(BASELINE, "h200")
+    meta = b.doc["baseline"]
+    assert meta["reason"] and meta["commit"] and meta["dirty"] is False
+    assert meta["kernel_fingerprint"] == b.fingerprint
+    assert b.timing["repeat"] >= 50 and b.timing["execution"] == "graph"
 
 
 def test_threshold_flag_moves_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
