@@ -12,19 +12,35 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .compare import EXIT_ERROR, EXIT_PASS, EXIT_REGRESSION, Comparison, compare, text_table
+from .compare import EXIT_ERROR, EXIT_PASS, Comparison, compare, text_table
 from .results import Results, ResultsError, load_baseline, load_results, write_json
 from .stats import DEFAULT_ALPHA, DEFAULT_THRESHOLD
 
 MIN_BASELINE_REPEAT = 50  # 50 a side keeps the interval of a 2 %-noise point within ±1.3 %
 
 
+def _fraction(lo: float, hi: float) -> Any:
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not lo < v < hi:
+            raise argparse.ArgumentTypeError(f"expected {lo} < value < {hi}, got {v}")
+        return v
+
+    return parse
+
+
 def _stat_args(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+    # Checked at parse time: a bad flag must not cost a whole GPU run first.
+    ap.add_argument("--threshold", type=_fraction(0, 1), default=DEFAULT_THRESHOLD,
                     help="relative change that counts (default 0.05 = 5 %%)")  # fmt: skip
-    ap.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+    ap.add_argument("--alpha", type=_fraction(0, 0.5), default=DEFAULT_ALPHA,
                     help="significance after Benjamini-Hochberg (default 0.01)")  # fmt: skip
     ap.add_argument("--strict", action="store_true", help="fail (exit 1) on unknown points too")
+    ap.add_argument("--allow-missing", action="store_true",
+                    help="baseline points absent from the new run do not fail the gate")  # fmt: skip
 
 
 def _bench_args(ap: argparse.ArgumentParser, repeat: int) -> None:
@@ -72,40 +88,52 @@ def build_parser() -> argparse.ArgumentParser:
 def _write_report(
     run_dir: Path, new: Results, c: Comparison | None, plots: bool, note: str = ""
 ) -> Path:
+    """compare.txt first, then the plots, then report.md: a plotting error never hides
+    the verdicts, it becomes a line in the report."""
     from .report import markdown, run_markdown
 
+    if c is not None:
+        (run_dir / "compare.txt").write_text(c.summary() + "\n" + text_table(c) + "\n")
     paths: list[Path] = []
-    if plots:
+    if plots and new.points:
         try:
             from .plots import all_plots
 
             paths = all_plots(new, c, run_dir / "plots")
         except ImportError as e:  # matplotlib is the optional 'report' extra
             note += f"\n\n(plots skipped: {e}; pip install 'ninfer[report]')"
+        except Exception as e:
+            note += f"\n\n(plots failed: {type(e).__name__}: {e})"
     md = (markdown(c, paths, run_dir) if c else run_markdown(new)) + note
     out = run_dir / "report.md"
     out.write_text(md)
-    if c is not None:
-        (run_dir / "compare.txt").write_text(c.summary() + "\n" + text_table(c) + "\n")
     return out
 
 
-def _gate(c: Comparison, strict: bool) -> int:
+def _gate(c: Comparison) -> int:
     print(text_table(c, only_changed=True))
+    for s in c.seams:
+        q, pol, n, k = s.group
+        print(
+            f"new seam: {q} {pol} [{n},{k}] T {s.t_lo}->{s.t_hi}: {s.new_step:+.1%} "
+            f"(baseline {s.base_step:+.1%})"
+        )
+    for f in c.failures:
+        print(f"failed to run: {f['point']}: {f['error']}")
     print(c.summary())
     if c.fingerprint_changed:
         from .compare import refresh_hint
 
         print(refresh_hint(c))
-    if strict and c.count("unknown"):
-        print(f"--strict: {c.count('unknown')} unknown point(s) count as failures")
-        return EXIT_REGRESSION
+    if c.undecided:
+        print("no point could be decided (all unknown): not a pass")
     return c.exit_code
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
     base, new = load_results(a.base), load_results(a.new)
-    c = compare(base, new, a.threshold, a.alpha)
+    c = compare(base, new, a.threshold, a.alpha, a.strict, a.allow_missing)
+    rc = _gate(c)
     if a.markdown or a.plots:
         from .report import markdown
 
@@ -116,7 +144,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
             paths = all_plots(new, c, a.plots)
         if a.markdown:
             a.markdown.write_text(markdown(c, paths, a.markdown.parent))
-    return _gate(c, a.strict)
+    return rc
 
 
 def _measure_or_exit(a: argparse.Namespace) -> tuple[Path, Results, Any]:
@@ -159,11 +187,12 @@ def cmd_bench(a: argparse.Namespace) -> int:
         print(msg)
         print(f"report: {run_dir}/report.md")
         return EXIT_ERROR
-    c = compare(load_baseline(base_path, gpu.key), new, a.threshold, a.alpha)
-    rep = _write_report(run_dir, new, c, not a.no_plots)
-    rc = _gate(c, a.strict)
-    print(f"report: {rep}")
-    return max(rc, EXIT_REGRESSION if new.doc["failures"] else EXIT_PASS)
+    c = compare(
+        load_baseline(base_path, gpu.key), new, a.threshold, a.alpha, a.strict, a.allow_missing
+    )
+    rc = _gate(c)
+    print(f"report: {_write_report(run_dir, new, c, not a.no_plots)}")
+    return rc
 
 
 def cmd_baseline(a: argparse.Namespace) -> int:
@@ -173,7 +202,12 @@ def cmd_baseline(a: argparse.Namespace) -> int:
     if a.from_:
         new = load_results(a.from_)
         key, name = new.gpu_key, new.env["gpu_name"]
-        suite = new.doc.get("suite") or a.suite
+        suite = new.doc.get("suite")
+        if suite != a.suite:
+            raise ResultsError(
+                f"{a.from_}: measured suite {suite!r}, but --suite is {a.suite!r}; a baseline "
+                "of a suite is promoted only from a run of that suite"
+            )
     else:
         if a.repeat < MIN_BASELINE_REPEAT:
             raise ResultsError(
@@ -189,6 +223,21 @@ def cmd_baseline(a: argparse.Namespace) -> int:
     if new.doc["failures"]:
         raise ResultsError(
             f"{new.path}: {len(new.doc['failures'])} point(s) failed; not a baseline"
+        )
+    from ..bench.points import load_suite
+
+    want = {(p.qtype.value, p.policy.value, p.n, p.k, p.t) for p in load_suite(suite)}
+    got = set(new.by_key())
+    if want != got:
+        raise ResultsError(
+            f"{new.path}: expected the {len(want)} points of suite {suite!r}, got {len(got)} "
+            f"({len(want - got)} missing, {len(got - want)} extra)"
+        )
+    short = [p for p in new.points if len(p["samples_us"]) < MIN_BASELINE_REPEAT]
+    if short:
+        raise ResultsError(
+            f"{new.path}: a baseline needs >= {MIN_BASELINE_REPEAT} samples a point, got "
+            f"{len(short[0]['samples_us'])} at {short[0]['qtype']} [{short[0]['n']},{short[0]['k']}]"
         )
     target = a.baselines / key / f"{suite}.json"
     old: Results | None = None
@@ -214,14 +263,21 @@ def cmd_baseline(a: argparse.Namespace) -> int:
     if env.get("dirty"):
         print("warning: measured on a working tree with uncommitted changes (recorded as dirty)")
     lines = [f"# Baseline {key}/{suite}", "", f"Reason: {reason}", "", f"GPU: {name}", ""]
+    c: Comparison | None = None
     if old is not None:
-        c = compare(old, Results(target, doc))
+        try:
+            c = compare(old, Results(target, doc))
+        except ResultsError as e:  # e.g. a deliberate change of the timing contract
+            print(f"the old baseline is not comparable ({e}); replacing it")
+            lines += [f"The old baseline is not comparable: {e}", ""]
+    if c is not None:
         table = text_table(c)
+        verdicts = c.summary().split(": ", 1)[1]
         print("old baseline vs new baseline:")
         print(table)
-        print(c.summary().replace("PASS", "old vs new").replace("FAIL", "old vs new"))
-        lines += ["Old vs new:", "", "```", c.summary(), table, "```", ""]
-    else:
+        print(f"old vs new: {verdicts}")
+        lines += ["Old vs new:", "", "```", verdicts, table, "```", ""]
+    elif old is None:
         lines += ["No previous baseline.", ""]
     write_json(target, doc)
     target.with_suffix(".md").write_text("\n".join(lines))
@@ -262,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         return COMMANDS[args.cmd](args)
-    except (ResultsError, ValueError) as e:
+    except (ResultsError, ValueError, OSError) as e:
         print(f"ninfer-regress {args.cmd}: error: {e}", file=sys.stderr)
         return EXIT_ERROR
     except SystemExit as e:
@@ -270,6 +326,14 @@ def main(argv: list[str] | None = None) -> int:
             print(e.code, file=sys.stderr)
             return EXIT_ERROR
         raise
+    except Exception as e:  # a crash is an environment error (2), never "regression" (1)
+        import traceback
+
+        traceback.print_exc()
+        print(
+            f"ninfer-regress {args.cmd}: internal error: {type(e).__name__}: {e}", file=sys.stderr
+        )
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

@@ -46,26 +46,57 @@ class Comparison:
     only_base: list[PointKey] = field(default_factory=list)
     only_new: list[PointKey] = field(default_factory=list)
     seams: list[Seam] = field(default_factory=list)
+    strict: bool = False  # unknown points fail the gate too
+    allow_missing: bool = False  # baseline points not measured now do not fail the gate
 
     def count(self, state: str) -> int:
         return sum(r.verdict.state == state for r in self.rows)
 
     @property
+    def failures(self) -> list[dict[str, str]]:
+        """Points of the new run that raised instead of being measured."""
+        return list(self.new.doc["failures"])
+
+    @property
     def fingerprint_changed(self) -> bool:
         return self.base.fingerprint != self.new.fingerprint
 
+    def failing(self) -> list[str]:
+        """Why the gate fails; empty when it passes. The one place the gate is decided."""
+        why = []
+        if self.count("slower"):
+            why.append(f"{self.count('slower')} slower")
+        if self.failures:
+            why.append(f"{len(self.failures)} failed to run")
+        if self.only_base and not self.allow_missing:
+            why.append(f"{len(self.only_base)} baseline point(s) not measured")
+        if self.strict and self.count("unknown"):
+            why.append(f"{self.count('unknown')} unknown (--strict)")
+        return why
+
+    @property
+    def undecided(self) -> bool:
+        """Not one point could be decided: the comparison says nothing, it is no pass."""
+        return all(r.verdict.state == "unknown" for r in self.rows)
+
     @property
     def exit_code(self) -> int:
-        return EXIT_REGRESSION if self.count("slower") else EXIT_PASS
+        if self.failing():
+            return EXIT_REGRESSION
+        return EXIT_ERROR if self.undecided else EXIT_PASS
+
+    @property
+    def headline(self) -> str:
+        return {EXIT_PASS: "PASS", EXIT_REGRESSION: "FAIL", EXIT_ERROR: "UNDECIDED"}[self.exit_code]
 
     def summary(self) -> str:
         c = {s: self.count(s) for s in ("slower", "faster", "same", "unknown")}
-        head = "FAIL" if self.exit_code else "PASS"
         extra = f", {len(self.only_base)} not measured" if self.only_base else ""
+        fail = f" -- failing: {'; '.join(self.failing())}" if self.failing() else ""
         return (
-            f"{head}: {c['slower']} slower, {c['faster']} faster, {c['same']} same, "
+            f"{self.headline}: {c['slower']} slower, {c['faster']} faster, {c['same']} same, "
             f"{c['unknown']} unknown of {len(self.rows)} points{extra} "
-            f"(threshold {self.threshold:.0%}, alpha {self.alpha:g}, Mann-Whitney U + BH)"
+            f"(threshold {self.threshold:.0%}, alpha {self.alpha:g}, Mann-Whitney U + BH){fail}"
         )
 
 
@@ -100,6 +131,8 @@ def compare(
     new: Results,
     threshold: float = DEFAULT_THRESHOLD,
     alpha: float = DEFAULT_ALPHA,
+    strict: bool = False,
+    allow_missing: bool = False,
 ) -> Comparison:
     check_comparable(base, new)
     b, n = base.by_key(), new.by_key()
@@ -125,6 +158,8 @@ def compare(
         only_base=[k for k in b if k not in n],
         only_new=[k for k in n if k not in b],
         seams=find_seams(b, n, threshold),
+        strict=strict,
+        allow_missing=allow_missing,
     )
 
 
@@ -132,7 +167,8 @@ def refresh_hint(c: Comparison) -> str:
     return (
         f"The route code changed since the baseline (kernel fingerprint "
         f"{c.base.fingerprint[:12]} -> {c.new.fingerprint[:12]}). If the change is intended, "
-        f"refresh the baseline on this GPU: nox -s baseline -- --reason '<why>' "
+        f"refresh the baseline on this GPU: nox -s baseline -- --suite "
+        f"{c.new.doc.get('suite') or c.base.doc.get('suite') or 'all'} --reason '<why>' "
         f"(or the 'baseline refresh' workflow), and commit baselines/{c.new.gpu_key}/."
     )
 

@@ -39,12 +39,18 @@ _HEAD = (
 
 
 def markdown(c: Comparison, plots: list[Path] | None = None, rel_to: Path | None = None) -> str:
-    out = [f"## ninfer bench: {'❌' if c.exit_code else '✅'} {c.summary()}", ""]
+    icon = {0: "✅", 1: "❌", 2: "⚠️"}[c.exit_code]
+    out = [f"## ninfer bench: {icon} {c.summary()}", ""]
     out += [f"- baseline: {_env_line(c.base)}", f"- new: {_env_line(c.new)}"]
     reason = c.base.doc.get("baseline", {}).get("reason")
     if reason:
         out.append(f"- baseline reason: {reason}")
     out.append("")
+    if c.failures:
+        out += ["### Points that failed to run (the gate fails)", ""]
+        out += [f"- {f['point']}: `{f['error']}`" for f in c.failures] + [""]
+    if c.undecided:
+        out += ["> **No point could be decided** (all unknown): this is not a pass.", ""]
     if c.fingerprint_changed:
         out += [f"> **Route code changed.** {refresh_hint(c)}", ""]
     flagged = sorted(
@@ -67,7 +73,8 @@ def markdown(c: Comparison, plots: list[Path] | None = None, rel_to: Path | None
         out.append("")
     if c.only_base:
         out += [
-            "### In the baseline but not measured now (counted as not passed)",
+            "### In the baseline but not measured now"
+            + ("" if c.allow_missing else " (the gate fails; --allow-missing to accept)"),
             "",
             *[f"- {key_str(k)}" for k in c.only_base],
             "",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,13 @@ def validate(doc: Any, where: str) -> None:
         loc = "/".join(str(x) for x in e.absolute_path) or "(top level)"
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         raise ResultsError(f"{where}: malformed at {loc}: {e.message}{more}")
+    for p in doc["points"]:  # JSON Schema's numeric bounds let NaN and Infinity through
+        vals = [*p["samples_us"], p["median_us"], p["min_us"], p["p95_us"]]
+        bad = [v for v in vals if not math.isfinite(v)]
+        if bad:
+            raise ResultsError(
+                f"{where}: point {key_str(point_key(p))}: expected finite times > 0, got {bad[0]!r}"
+            )
     keys = [point_key(p) for p in doc["points"]]
     if len(set(keys)) != len(keys):
         dup = next(k for k in keys if keys.count(k) > 1)
@@ -127,6 +135,14 @@ def check_comparable(base: Results, new: Results) -> None:
             f"GPU model differs: baseline {base.env['gpu_name']} ({base.gpu_key}) vs new "
             f"{new.env['gpu_name']} ({new.gpu_key}); timings of two GPU models are not compared"
         )
+    # The key folds names (a MIG slice of an H200 is still "h200"); the device's shape
+    # must match too, or a slice would be compared with the whole GPU.
+    for field in ("cc", "sms", "l2_bytes"):
+        if base.env[field] != new.env[field]:
+            raise GpuMismatchError(
+                f"GPU differs in {field}: baseline {base.env[field]!r} vs new "
+                f"{new.env[field]!r} ({base.env['gpu_name']} vs {new.env['gpu_name']})"
+            )
     for field in ("cache", "flush_mib", "execution", "timer"):
         if base.timing[field] != new.timing[field]:
             raise ResultsError(
@@ -139,5 +155,5 @@ def write_json(path: Path, doc: dict[str, Any]) -> None:
     validate(doc, str(path))  # never write a record the loader would reject
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    tmp.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
     tmp.replace(path)  # atomic: an interrupted write never leaves half a baseline

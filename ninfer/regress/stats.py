@@ -18,7 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
-MIN_SAMPLES = 6  # below this, Mann–Whitney cannot reach p < 0.01 even with full separation
+# Below 6 a side the (1 - 0.01) Hodges–Lehmann interval degenerates to the whole range of
+# pairwise ratios (its rank c is 0 at 5 vs 5), so "same" could never be shown.
+MIN_SAMPLES = 6
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.01
 STATES = ("slower", "faster", "same", "unknown")
@@ -43,6 +45,8 @@ class Verdict:
 def benjamini_hochberg(p: Sequence[float]) -> np.ndarray:
     """BH step-up adjusted p-values (monotone, capped at 1)."""
     pv = np.asarray(p, dtype=float)
+    if not np.all(np.isfinite(pv)):
+        raise ValueError("benjamini_hochberg: expected finite p-values, got NaN or Inf")
     m = pv.size
     if m == 0:
         return pv
@@ -89,7 +93,11 @@ def decide_all(
     # 68 000 comparisons, and scipy's per-call overhead would dominate them.
     groups: dict[tuple[int, int], list[int]] = {}
     for i, (b, n) in enumerate(arrays):
-        if min(b.size, n.size) >= MIN_SAMPLES:
+        if (
+            min(b.size, n.size) >= MIN_SAMPLES
+            and bool(np.all(np.isfinite(b)) and np.all(np.isfinite(n)))
+            and min(b.min(), n.min()) > 0
+        ):
             groups.setdefault((b.size, n.size), []).append(i)
     pvals: dict[int, float] = {}
     est: dict[int, tuple[float, float, float]] = {}
@@ -116,7 +124,11 @@ def decide_all(
                     math.nan,
                     b.size,
                     n.size,
-                    f"too few samples ({b.size} base, {n.size} new; need {MIN_SAMPLES} a side)",
+                    (
+                        f"too few samples ({b.size} base, {n.size} new; need {MIN_SAMPLES} a side)"
+                        if min(b.size, n.size) < MIN_SAMPLES
+                        else "a sample is not a finite time > 0"
+                    ),
                 )
             )
             continue

@@ -77,6 +77,7 @@ def test_schema_enums_match_the_package() -> None:
         (lambda d: d["points"][3].update(samples_us=[1.0, -2.0]), "points/3/samples_us/1"),
         (lambda d: d["points"][0].update(qtype="q3"), "points/0/qtype"),
         (lambda d: d["environment"].update(sms="132"), "environment/sms"),
+        (lambda d: d["points"][2]["metrics"].pop("READ_pct"), "points/2/metrics"),
         (lambda d: d["points"].append(copy.deepcopy(d["points"][0])), "more than once"),
         (lambda d: d.update(schema="other"), "expected schema 'ninfer.results'"),
         (lambda d: d.update(schema_version=2), "schema_version 2 is not the one"),
@@ -179,10 +180,64 @@ def test_usage_and_environment_errors_exit_2(tmp_path: Path) -> None:
     p = _write(tmp_path, "o.json", other)
     assert cli.main(["compare", str(RUN), str(p)]) == 2
     assert cli.main(["compare", str(RUN), str(tmp_path / "none.json")]) == 2
-    assert cli.main(["compare", str(RUN), str(RUN), "--alpha", "0.9"]) == 2
-    with pytest.raises(SystemExit) as e:
-        cli.main(["compare", str(RUN)])
-    assert e.value.code == 2
+    bad_out = str(tmp_path / "no" / "such" / "dir" / "r.md")
+    assert cli.main(["compare", str(RUN), str(RUN), "--markdown", bad_out]) == 2
+    for argv in (["compare", str(RUN)], ["compare", str(RUN), str(RUN), "--alpha", "0.9"]):
+        with pytest.raises(SystemExit) as e:  # argparse: usage errors exit 2 too
+            cli.main(argv)
+        assert e.value.code == 2
+
+
+def test_a_mig_slice_is_not_the_whole_gpu(tmp_path: Path) -> None:
+    d = _doc()
+    d["environment"].update(gpu_name="NVIDIA H200 MIG 1g.18gb", sms=16)
+    with pytest.raises(GpuMismatchError, match="GPU differs in sms: baseline 132 vs new 16"):
+        compare(load_results(RUN), load_results(_write(tmp_path, "mig.json", d)))
+
+
+def test_non_finite_samples_are_rejected_and_never_pass(tmp_path: Path) -> None:
+    d = _scaled(_doc(), 1.5)
+    d["points"][0]["samples_us"][3] = float("nan")
+    with pytest.raises(ResultsError, match="expected finite times > 0, got nan"):
+        load_results(_write(tmp_path, "nan.json", d))
+    pairs = [
+        (p["samples_us"], q["samples_us"])
+        for p, q in zip(_doc()["points"], d["points"], strict=True)
+    ]
+    states = [v.state for v in decide_all(pairs)]
+    assert states[0] == "unknown" and states[1:].count("slower") == 67
+
+
+def test_unmeasured_and_failed_points_fail_the_gate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    d = _doc()
+    d["points"] = d["points"][:8]
+    p = _write(tmp_path, "few.json", d)
+    assert cli.main(["compare", str(RUN), str(p)]) == 1
+    assert "60 baseline point(s) not measured" in capsys.readouterr().out
+    assert cli.main(["compare", str(RUN), str(p), "--allow-missing"]) == 0
+    d = _doc()
+    d["failures"] = [{"point": "x q4 a16 N=1 K=1 T=1", "error": "RuntimeError: boom"}]
+    p = _write(tmp_path, "failed.json", d)
+    assert cli.main(["compare", str(RUN), str(p)]) == 1
+    assert "1 failed to run" in capsys.readouterr().out
+
+
+def test_all_unknown_is_undecided_not_pass(tmp_path: Path) -> None:
+    d = _doc()
+    for p in d["points"]:
+        p["samples_us"] = p["samples_us"][:5]
+    c = compare(load_results(RUN), load_results(_write(tmp_path, "five.json", d)))
+    assert c.undecided and c.exit_code == 2 and c.headline == "UNDECIDED"
+
+
+def test_strict_fails_on_unknown(tmp_path: Path) -> None:
+    d = _doc()
+    d["points"][0]["samples_us"] = d["points"][0]["samples_us"][:5]
+    p = _write(tmp_path, "one.json", d)
+    assert cli.main(["compare", str(RUN), str(p)]) == 0
+    assert cli.main(["compare", str(RUN), str(p), "--strict"]) == 1
 
 
 def test_fingerprint_change_says_how_to_refresh(tmp_path: Path) -> None:
@@ -192,7 +247,7 @@ def test_fingerprint_change_says_how_to_refresh(tmp_path: Path) -> None:
     from ninfer.regress.report import markdown
 
     md = markdown(c)
-    assert "Route code changed" in md and "nox -s baseline -- --reason" in md
+    assert "Route code changed" in md and "nox -s baseline -- --suite all --reason" in md
 
 
 def test_missing_points_are_reported(tmp_path: Path) -> None:
@@ -223,6 +278,8 @@ def test_markdown_and_plots(tmp_path: Path) -> None:
 
 def test_benjamini_hochberg_matches_scipy() -> None:
     sps = pytest.importorskip("scipy.stats")
+    if not hasattr(sps, "false_discovery_control"):
+        pytest.skip("scipy < 1.11 has no false_discovery_control")
     p = np.random.default_rng(0).random(50) ** 3
     np.testing.assert_allclose(benjamini_hochberg(p), sps.false_discovery_control(p))
 
@@ -298,6 +355,8 @@ def test_baseline_from_results(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert cli.main(args) == 2  # repeat 20 < 50: not a baseline
     assert not (tmp_path / "b").exists()
     d["timing"]["repeat"] = 50
+    for p in d["points"]:
+        p["samples_us"] = p["samples_us"] * 3  # 60 samples: a baseline needs >= 50
     good = _write(tmp_path, "good.json", d)
     args[2] = str(good)
     assert cli.main(args) == 0
@@ -312,6 +371,25 @@ def test_baseline_from_results(tmp_path: Path, capsys: pytest.CaptureFixture[str
     b2 = load_baseline(target, "h200")
     assert b2.doc["baseline"]["previous"]["reason"] == "first baseline"
     assert "Old vs new" in target.with_suffix(".md").read_text()
+    # a deliberate change of the timing contract: the old baseline is replaced, not a crash
+    d["timing"]["flush_mib"] = 512
+    args[2] = str(_write(tmp_path, "flush512.json", d))
+    assert cli.main(args) == 0
+    assert "not comparable" in target.with_suffix(".md").read_text()
+
+
+def test_baseline_from_must_match_the_suite(tmp_path: Path) -> None:
+    d = _doc()
+    d["timing"]["repeat"] = 50
+    for p in d["points"]:
+        p["samples_us"] = p["samples_us"] * 3
+    full = _write(tmp_path, "full.json", d)
+    base = ["baseline", "--baselines", str(tmp_path / "b"), "--reason", "why not"]
+    assert cli.main([*base, "--from", str(full), "--suite", "qwen3_6_27b"]) == 2
+    d["points"] = d["points"][:3]
+    few = _write(tmp_path, "few.json", d)
+    assert cli.main([*base, "--from", str(few)]) == 2  # 3 points are not the suite 'all'
+    assert not (tmp_path / "b").exists()
 
 
 def test_baseline_reason_is_required(capsys: pytest.CaptureFixture[str]) -> None:
@@ -357,7 +435,6 @@ def test_results_written_by_bench_validate() -> None:
     src = inspect.getsource(run.run_points)
     for field in json_schema()["$defs"]["point"]["required"]:
         assert f'"{field}"' in src, field
-    assert isinstance(load_results(RUN), Results)
 
 
 def test_commit_and_dirty_come_from_the_measured_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
