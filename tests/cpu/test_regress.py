@@ -17,7 +17,6 @@ from ninfer.regress.compare import compare, find_seams
 from ninfer.regress.noise import NoiseModel
 from ninfer.regress.results import (
     GpuMismatchError,
-    Results,
     ResultsError,
     json_schema,
     load_baseline,
