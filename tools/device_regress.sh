@@ -28,7 +28,7 @@ if compgen -G ".whl/*.whl" >/dev/null; then
 fi
 STEPS=${*:-conformance baseline aa shape ir}
 NOX="$PY -m nox --no-venv --no-install"
-REASON=${REASON:-"first H200 baselines (issue 4): portable gemv_q T1-4 / mma_q T>=5 routes"}
+REASON=${REASON:-"measured by tools/device_regress.sh at $(git rev-parse --short HEAD 2>/dev/null || echo '?')"}
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 {
   nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem --format=csv
@@ -51,9 +51,13 @@ if has aa; then
     echo "== nox -s bench, A/A run $i against baselines/" | tee -a "$OUT/device.log"
     ( time $NOX -s bench ) 2>&1 | tail -12 | tee -a "$OUT/device.log"
   done
-  runs=( $(ls -d runs/all_* | sort | tail -2) )
-  echo "== A/A: ${runs[0]} vs ${runs[1]}" | tee -a "$OUT/device.log"
-  $PY -m ninfer.regress compare "${runs[0]}/results.json" "${runs[1]}/results.json" 2>&1 | tail -8 | tee -a "$OUT/device.log"
+  mapfile -t runs < <(ls -d runs/all_* 2>/dev/null | sort | tail -2)
+  if [ "${#runs[@]}" -eq 2 ]; then
+    echo "== A/A: ${runs[0]} vs ${runs[1]}" | tee -a "$OUT/device.log"
+    $PY -m ninfer.regress compare "${runs[0]}/results.json" "${runs[1]}/results.json" 2>&1 | tail -8 | tee -a "$OUT/device.log"
+  else
+    echo "== A/A: fewer than two runs/all_* folders; nothing to compare" | tee -a "$OUT/device.log"
+  fi
 fi
 if has shape; then
   echo "== Q4 [6144,5120] sweep for the per-shape report" | tee -a "$OUT/device.log"
