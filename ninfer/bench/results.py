@@ -47,9 +47,10 @@ def environment(device_id: int) -> dict[str, Any]:
 
     from ..gpus import gpu_key
     from ..routes import fingerprint
+    from ..runtime.cupy_env import device_name
 
     props = cp.cuda.runtime.getDeviceProperties(device_id)
-    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    name = device_name(props)
     try:
         import torch
 

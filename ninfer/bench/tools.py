@@ -33,9 +33,9 @@ def probe(argv: list[str]) -> int:
         return 2
     from ..gpus import gpu_key
     from ..gpus.probe import cache_path, cached_probe, probe_and_cache
+    from ..runtime.cupy_env import device_name
 
-    name = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"]
-    key = gpu_key(name.decode() if isinstance(name, bytes) else str(name))
+    key = gpu_key(device_name(cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)))
     res = None if args.force else cached_probe(key)
     res = res or probe_and_cache(key)
     print(json.dumps(res, indent=1))

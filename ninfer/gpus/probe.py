@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..runtime.cupy_env import require_cupy
+from ..runtime.cupy_env import device_name, require_cupy
 
 _READ_SRC = r"""
 extern "C" __global__ void ninfer_read(const uint4* __restrict__ p, unsigned long long n, unsigned int* sink) {
@@ -68,7 +68,7 @@ def run_probe(read_gib: float = 4.0, repeat: int = 10) -> dict[str, Any]:
     tflops = _bf16_rate(cp)
     return {
         "gpu": dev.id,
-        "name": props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
+        "name": device_name(props),
         "sms": sms,
         "read_GBps_by_blocks_per_sm": read,
         "sustained_read_GBps": max(read.values()),

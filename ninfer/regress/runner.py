@@ -28,15 +28,14 @@ class Gpu:
 def detect_gpu(device: int = 0) -> Gpu:
     """The GPU's model and folder key, without creating a context. Raises NoGPUError."""
     from ..gpus import gpu_key
-    from ..runtime.cupy_env import NoGPUError, require_cupy
+    from ..runtime.cupy_env import NoGPUError, device_name, require_cupy
 
     cp = require_cupy()
     if device >= cp.cuda.runtime.getDeviceCount():
         raise NoGPUError(
             f"--device {device}: only {cp.cuda.runtime.getDeviceCount()} CUDA device(s) visible"
         )
-    raw = cp.cuda.runtime.getDeviceProperties(device)["name"]
-    name = raw.decode() if isinstance(raw, bytes) else str(raw)
+    name = device_name(cp.cuda.runtime.getDeviceProperties(device))
     return Gpu(name, gpu_key(name))
 
 

@@ -25,6 +25,12 @@ def require_cupy() -> ModuleType:
     return cupy
 
 
+def device_name(props: dict[str, object]) -> str:
+    """The device name from ``cupy.cuda.runtime.getDeviceProperties`` (bytes in CuPy)."""
+    raw = props["name"]
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+
 def gpu_available() -> tuple[bool, str]:
     """(available, reason) — for tests and CLIs that skip or exit cleanly without a GPU."""
     try:
