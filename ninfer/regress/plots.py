@@ -22,6 +22,15 @@ def _plt() -> Any:
     return plt
 
 
+def save(fig: Any, path: Path) -> Path:
+    """Lay out, write at the reports' one resolution, and free the figure (long runs
+    draw many: pyplot keeps every open figure alive)."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    _plt().close(fig)
+    return path
+
+
 def _groups(r: Results) -> dict[tuple[str, str, int, int], list[dict[str, Any]]]:
     g: dict[tuple[str, str, int, int], list[dict[str, Any]]] = {}
     for p in r.points:
@@ -62,10 +71,7 @@ def latency_vs_t(new: Results, base: Results | None, path: Path) -> Path:
     fig.supxlabel("T (tokens)")
     fig.supylabel("median latency µs (whisker: p95)")
     fig.suptitle(f"{new.env['gpu_name']}: latency vs T", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def new_vs_base(c: Comparison, path: Path) -> Path:
@@ -96,10 +102,7 @@ def new_vs_base(c: Comparison, path: Path) -> Path:
         f"{c.count('unknown')} unknown (dotted: ±{c.threshold:.0%})",
         fontsize=9,
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def roofline(r: Results, path: Path) -> Path:
@@ -137,10 +140,7 @@ def roofline(r: Results, path: Path) -> Path:
     ax.set_ylabel("useful TFLOP/s")
     ax.set_title(f"{r.env['gpu_name']}: roofline ({len(r.points)} points)", fontsize=10)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def all_plots(new: Results, c: Comparison | None, out: Path) -> list[Path]:

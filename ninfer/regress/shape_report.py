@@ -39,7 +39,7 @@ def _route(cc: str, q: QType, pol: Policy, n: int, k: int, t: int) -> str:
 
 def _plots(pts: list[dict[str, Any]], title: str, out: Path, peak: float | None) -> list[str]:
     try:
-        from .plots import _plt
+        from .plots import _plt, save
     except ImportError:
         return []
     plt = _plt()
@@ -61,9 +61,7 @@ def _plots(pts: list[dict[str, Any]], title: str, out: Path, peak: float | None)
     axes[0][0].set_ylabel("latency µs (cold L2, median)")
     axes[0][0].legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(out / "latency_vs_T.png", dpi=110)
-    plt.close(fig)
+    save(fig, out / "latency_vs_T.png")
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
     t = [p["t"] for p in pts]
     ax.plot(t, [p["metrics"]["READ_pct"] for p in pts], "o-", ms=2.5, label="READ % (sustained)")
@@ -76,9 +74,7 @@ def _plots(pts: list[dict[str, Any]], title: str, out: Path, peak: float | None)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     ax.set_title(title + ": efficiency", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(out / "efficiency_vs_T.png", dpi=110)
-    plt.close(fig)
+    save(fig, out / "efficiency_vs_T.png")
     return ["latency_vs_T.png", "efficiency_vs_T.png"]
 
 
