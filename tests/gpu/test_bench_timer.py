@@ -26,19 +26,28 @@ def _linear_call(qtype: QType, n: int, k: int, t: int):  # type: ignore[no-untyp
     return call
 
 
-def test_cold_timer_reproduces_probe_read_bandwidth() -> None:
+def _read_call(nbytes: int, blocks_per_sm: int, seed: int):  # type: ignore[no-untyped-def]
+    """The probe's uint4 read kernel over ``nbytes`` of random data, as one call."""
     import cupy as cp
 
-    from ninfer.gpus.probe import _READ_SRC, _events_ms
+    from ninfer.gpus.probe import _READ_SRC
 
-    nbytes = 2 << 30
-    buf = cp.random.default_rng(0).integers(0, 2**31, size=nbytes // 4, dtype=cp.int32)
+    buf = cp.random.default_rng(seed).integers(0, 2**31, size=nbytes // 4, dtype=cp.int32)
     sink = cp.zeros(1, cp.uint32)
     kern = cp.RawKernel(_READ_SRC, "ninfer_read")
     sms = cp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
     n16 = np.uint64(nbytes // 16)
+    return lambda: kern((sms * blocks_per_sm,), (512,), (buf, n16, sink))
+
+
+def test_cold_timer_reproduces_probe_read_bandwidth() -> None:
+    import cupy as cp
+
+    from ninfer.gpus.probe import _events_ms
+
+    nbytes = 2 << 30
     timer = ColdTimer(warmup=3, repeat=20)
-    fn = lambda: kern((sms * 16,), (512,), (buf, n16, sink))  # noqa: E731
+    fn = _read_call(nbytes, 16, seed=0)
     probe_ms = float(np.median(_events_ms(cp, fn, 10)))
     s = timer.time(fn)
     probe_gbps = nbytes / probe_ms / 1e6
@@ -51,17 +60,7 @@ def test_flush_makes_cold_slower_than_hot() -> None:
     # kernel, not linear(): today's gemv_q is not bandwidth-bound (≈ 1.2 TB/s on a 33 MB
     # Q4 weight), so its cold/hot ratio measured 1.08-1.2x from host to host and said more
     # about the kernel than about the flush.
-    import cupy as cp
-
-    from ninfer.gpus.probe import _READ_SRC
-
-    nbytes = 24 << 20
-    buf = cp.random.default_rng(1).integers(0, 2**31, size=nbytes // 4, dtype=cp.int32)
-    sink = cp.zeros(1, cp.uint32)
-    kern = cp.RawKernel(_READ_SRC, "ninfer_read")
-    sms = cp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
-    n16 = np.uint64(nbytes // 16)
-    fn = lambda: kern((sms * 8,), (512,), (buf, n16, sink))  # noqa: E731
+    fn = _read_call(24 << 20, 8, seed=1)
     cold = ColdTimer(warmup=3, repeat=20, flush_mib=256).time(fn).median_us
     hot = ColdTimer(warmup=3, repeat=20, flush_mib=0).time(fn).median_us
     assert cold > 1.25 * hot, (cold, hot)
