@@ -17,7 +17,15 @@ from typing import Any
 
 from ..formats.qtype import QType
 from ..policy import Policy
-from .points import SUITE_NAMES, BenchPoint, load_suite, parse_sweep
+from .peers import PEERS
+from .points import (
+    SUITE_NAMES,
+    BenchPoint,
+    load_suite,
+    load_suite_file,
+    merge_points,
+    parse_sweep,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,6 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--sweep", metavar="LO:HI[:STEP]")
     ap.add_argument("--suite", choices=SUITE_NAMES)
     ap.add_argument(
+        "--suite-file",
+        type=Path,
+        metavar="YAML",
+        help="a suite file of your own (same schema as suites/*.yaml; name = file stem)",
+    )
+    ap.add_argument(
         "--list", action="store_true", help="print the expanded points and their count; no GPU"
     )
     ap.add_argument(
@@ -42,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--flush-mib", type=int, default=256)
     ap.add_argument("--execution", choices=["graph", "direct"], default="graph")
-    ap.add_argument("--peer", action="append", choices=["cublas"], default=[])
+    ap.add_argument("--peer", action="append", choices=list(PEERS), default=[])
     ap.add_argument("--csv-out", type=Path)
     ap.add_argument("--json-out", type=Path)
     ap.add_argument("--device", type=int, default=0)
@@ -51,9 +65,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def expand(args: argparse.Namespace) -> list[BenchPoint]:
-    if args.suite:
+    if args.suite and args.suite_file:
+        raise ValueError("give one of --suite and --suite-file")
+    if args.suite or args.suite_file:
         if any(v is not None for v in (args.qtype, args.n, args.k, args.t, args.sweep)):
-            raise ValueError("--suite takes no --qtype/--n/--k/--t/--sweep")
+            raise ValueError("--suite/--suite-file take no --qtype/--n/--k/--t/--sweep")
+        if args.suite_file:
+            path = Path(args.suite_file)
+            args.suite = path.stem
+            return merge_points(load_suite_file(path, expect_name=path.stem))
         return load_suite(args.suite)
     missing = [f"--{a}" for a in ("qtype", "n", "k") if getattr(args, a) is None]
     if missing:

@@ -16,6 +16,7 @@ from ..gpus import lookup
 from ..ops import linear, linear_workspace_bytes
 from .fixture import random_activations, random_device_weight
 from .metrics import Ceilings, byte_breakdown, point_metrics
+from .peers import applies, cublas_call, tinygemm_call
 from .points import BenchPoint, group_points
 from .results import SCHEMA, SCHEMA_VERSION, environment
 from .timer import ColdTimer
@@ -156,6 +157,7 @@ def run_points(args: argparse.Namespace, points: list[BenchPoint]) -> int:
                 "n": n,
                 "k": k,
                 "t": p.t,
+                "route": _route_name(qtype, policy, n, k, p.t),
                 "samples_us": s.samples_us,
                 "median_us": s.median_us,
                 "min_us": s.min_us,
@@ -172,6 +174,9 @@ def run_points(args: argparse.Namespace, points: list[BenchPoint]) -> int:
                 row["delta_pct"] = (s.median_us / prev_median - 1) * 100 if prev_median else None
                 prev_median = s.median_us
             for peer in args.peer:
+                if not applies(peer, qtype.value):
+                    row[f"{peer}_us"] = row[f"speedup_vs_{peer}"] = None
+                    continue
                 ps = _time_peer(peer, timer, n, k, p.t)
                 row[f"{peer}_us"] = ps.median_us
                 row[f"speedup_vs_{peer}"] = ps.median_us / s.median_us
@@ -241,10 +246,19 @@ def run_points(args: argparse.Namespace, points: list[BenchPoint]) -> int:
     return 1 if failures else 0
 
 
-def _time_peer(peer: str, timer: ColdTimer, n: int, k: int, t: int) -> Any:
-    from .peers import cublas_call
+def _route_name(qtype: Any, policy: Any, n: int, k: int, t: int) -> str:
+    """The route the selector took for this point (recorded: later tables may differ)."""
+    import cupy as cp
 
-    call = cublas_call(n, k, t, timer.stream.ptr)
+    from ..routes import Problem, select
+
+    cc = int(cp.cuda.Device().compute_capability)
+    return select(Problem(qtype, policy, n, k, t, cc)).name
+
+
+def _time_peer(peer: str, timer: ColdTimer, n: int, k: int, t: int) -> Any:
+    make = {"cublas": cublas_call, "tinygemm": tinygemm_call}[peer]
+    call = make(n, k, t, timer.stream.ptr)
     return timer.time(call)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from ..formats.qtype import FORMATS, QType, weight_bytes
 from ..policy import Policy
 from ..routes.problem import Problem
-from ..routes.table import select
+from ..routes.table import fingerprint, select
 from .results import Results, ResultsError
 
 
@@ -32,9 +32,16 @@ def _collect(
     return [pts[t] for t in sorted(pts)], first
 
 
-def _route(cc: str, q: QType, pol: Policy, n: int, k: int, t: int) -> str:
-    major, minor = cc.split(".")
-    return select(Problem(q, pol, n, k, t, int(major) * 10 + int(minor))).name
+def _route(env: dict[str, Any], p: dict[str, Any], q: QType, pol: Policy) -> str:
+    """The route a point ran: recorded in the point, else today's table when the run's
+    kernel fingerprint is today's (an older run's routes are not guessed)."""
+    if "route" in p:
+        return str(p["route"])
+    if env.get("kernel_fingerprint") != fingerprint():
+        return "unrecorded"
+    major, minor = env["cc"].split(".")
+    cc = int(major) * 10 + int(minor)
+    return select(Problem(q, pol, int(p["n"]), int(p["k"]), int(p["t"]), cc)).name
 
 
 def _plots(pts: list[dict[str, Any]], title: str, out: Path, peak: float | None) -> list[str]:
@@ -147,15 +154,16 @@ def write_shape_report(
                 steps.append((d, prev["t"], p["t"]))
         tc = f"{m['useful_TFLOPs'] / peak * 100:.2f}" if peak else "–"
         md.append(
-            f"| {p['t']} | {_route(env['cc'], q, pol, n, k, p['t'])} | {p['median_us']:.3f} | "
+            f"| {p['t']} | {_route(env, p, q, pol)} | {p['median_us']:.3f} | "
             f"{p['p95_us']:.3f} | {m['effective_GBps']:.1f} | {m['DRAM_pct']:.2f} | "
             f"{m['READ_pct']:.2f} | {m['useful_TFLOPs']:.2f} | {tc} | {step} |"
         )
         prev = p
     md += ["", "## Seams along T (largest steps between adjacent T)", ""]
     big = sorted(steps, reverse=True)[:5]
+    by_t = {p["t"]: p for p in pts}
     for d, lo, hi in big:
-        ra, rb = (_route(env["cc"], q, pol, n, k, t) for t in (lo, hi))
+        ra, rb = (_route(env, by_t[t], q, pol) for t in (lo, hi))
         where = f"route {ra} → {rb}" if ra != rb else f"inside route {ra}"
         md.append(f"- T {lo}→{hi}: {d:+.1%} ({where})")
     plots = _plots(pts, title, out, peak)

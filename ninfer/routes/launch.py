@@ -59,4 +59,4 @@ def launch(
         np.int32(xvec),
     )
     with _external_stream(stream, w.device_id):
-        fn(mod.grid(p), (mod.BLOCK, 1, 1), args)
+        fn(mod.grid(p), mod.block(p), args)

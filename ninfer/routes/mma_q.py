@@ -16,6 +16,10 @@ def instance(p: Problem) -> str:
 INSTANCES: tuple[str, ...] = tuple(f"mma_q<{q}>" for q in sorted(QTYPE_ID.values()))
 
 
+def block(p: Problem) -> tuple[int, int, int]:
+    return (BLOCK, 1, 1)
+
+
 def grid(p: Problem) -> tuple[int, int, int]:
     return ((p.n + BM - 1) // BM, (p.t + BN - 1) // BN, 1)
 

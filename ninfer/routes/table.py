@@ -13,7 +13,7 @@ from types import ModuleType
 from ..errors import UnsupportedProblem
 from ..formats.qtype import QType
 from ..policy import Policy
-from . import gemv_q, mma_q
+from . import dec_q, mma_q
 from .problem import Problem
 
 ALL_QTYPES = frozenset(QType)
@@ -43,11 +43,11 @@ class Route:
         return LAUNCHERS[self.name]
 
 
-LAUNCHERS: dict[str, ModuleType] = {m.NAME: m for m in (gemv_q, mma_q)}
+LAUNCHERS: dict[str, ModuleType] = {m.NAME: m for m in (dec_q, mma_q)}
 
 _PORTABLE = (
-    Route("gemv_q", 1, 4, note="warp per row; decode-bound small T"),
-    Route("mma_q", 5, None, note="mma.sync m16n8k16 64x64x64 tiles"),
+    Route("dec_q", 1, dec_q.T_MAX, note="tensor-core GEMV: W decoded from global into A fragments"),
+    Route("mma_q", dec_q.T_MAX + 1, None, note="mma.sync m16n8k16 64x64x64 tiles"),
 )
 
 # Keyed by the lowest compute capability each table serves; a device uses the table of
@@ -81,12 +81,17 @@ def select(p: Problem) -> Route:
 
 
 def seams(cc: int) -> list[int]:
-    """Every T where the route changes, plus its neighbours (for the conformance suite)."""
+    """Both sides of every T where the route or its kernel tile changes, plus a neighbour each.
+
+    The conformance suite tests these; a launcher lists the last T of each inner tile in
+    ``T_EDGES`` (a tile change inside a route is a seam too).
+    """
     out: set[int] = set()
     for r in table_for(cc):
-        for edge in (r.t_min, r.t_max):
-            if edge is not None:
-                out.update(t for t in (edge - 1, edge, edge + 1) if t >= 1)
+        edges = [r.t_min - 1, r.t_max, *getattr(r.launcher, "T_EDGES", ())]
+        for edge in edges:
+            if edge is not None and edge >= 1:
+                out.update(t for t in (edge - 1, edge, edge + 1, edge + 2) if t >= 1)
     return sorted(out)
 
 

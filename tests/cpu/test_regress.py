@@ -420,7 +420,8 @@ def test_shape_report(tmp_path: Path) -> None:
     text = (out / "README.md").read_text()
     assert "# Q5 [6144,5120] on NVIDIA H200" in text
     assert "model_bytes     = 20,643,840 + 2 × 5120 × T + 2 × 6144 × T" in text
-    assert "| 1 | gemv_q |" in text and "## Seams along T" in text
+    # This run predates the recorded route and its kernels are not today's: not guessed.
+    assert "| 1 | unrecorded |" in text and "## Seams along T" in text
     assert cli.main(["shape-report", str(RUN), "--qtype", "q4", "--n", "7", "--k", "5120",
                      "--out", str(out)]) == 2  # fmt: skip
 

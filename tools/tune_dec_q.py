@@ -1,0 +1,118 @@
+"""Time kernels/dec_q.cu tile candidates on the GPU (a tuning aid, not the route table).
+
+Compiles every (NT, MT, KW, U) candidate below for the formats asked, launches each on
+the benchmark fixture's random weights under the same cold timer as ``ninfer-bench``
+(graph replay, 256 MiB flush), checks each against the current route's output, and
+prints one row per (format, N, K, T, tile). The chosen tiles go into
+``ninfer/routes/dec_q.py::TILES`` by hand, with the table in docs/perf/decode_h200.md.
+
+    python tools/tune_dec_q.py [--qtypes q4,bf16] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+
+from ninfer import QType
+from ninfer.bench.fixture import random_activations, random_device_weight
+from ninfer.bench.metrics import point_metrics
+from ninfer.bench.results import environment
+from ninfer.bench.run import ceilings
+from ninfer.bench.timer import ColdTimer
+from ninfer.ops import linear
+from ninfer.routes.problem import QTYPE_ID
+from ninfer.runtime.sources import assembled_source
+
+# (T values, candidate tiles (NT, MT, KW, U)); NT * 8 >= every T of its row.
+CANDIDATES: list[tuple[tuple[int, ...], list[tuple[int, int, int, int]]]] = [
+    ((1, 8), [(1, 1, 4, 4), (1, 1, 8, 4), (1, 1, 4, 2), (1, 2, 4, 4), (1, 1, 8, 2), (1, 1, 2, 4),
+              (1, 2, 8, 2)]),
+    ((16,), [(2, 1, 4, 4), (2, 1, 4, 2), (2, 2, 4, 2), (2, 1, 8, 2), (2, 2, 8, 1)]),
+    ((32,), [(4, 1, 4, 2), (4, 1, 4, 1), (4, 2, 4, 1), (4, 1, 8, 1), (4, 2, 2, 1)]),
+    ((64,), [(8, 1, 4, 1), (8, 2, 2, 1), (8, 1, 8, 1), (8, 1, 2, 1), (8, 2, 4, 1)]),
+]  # fmt: skip
+SHAPES = [(6144, 5120), (14336, 5120)]
+
+
+def main() -> int:
+    import cupy as cp
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--qtypes", default="q4,q5,q6,w8,nvfp4,bf16")
+    ap.add_argument("--json")
+    ap.add_argument("--repeat", type=int, default=20)
+    args = ap.parse_args()
+    qtypes = [QType(q) for q in args.qtypes.split(",")]
+    exprs = sorted(
+        {
+            f"dec_q<{QTYPE_ID[q]}, {nt}, {mt}, {kw}, {u}>"
+            for q in qtypes
+            for _, tiles in CANDIDATES
+            for (nt, mt, kw, u) in tiles
+        }
+    )
+    mod = cp.RawModule(
+        code=assembled_source("dec_q"), options=("-std=c++17",), name_expressions=exprs
+    )
+    mod.compile()
+    env = environment(0)
+    ceil = ceilings(env)
+    timer = ColdTimer(3, args.repeat, 256, "graph")
+    rows = []
+    print("qtype N K T tile(nt,mt,kw,u) median_us READ_% max_abs_diff_vs_route")
+    for q in qtypes:
+        for n, k in SHAPES:
+            w = random_device_weight(q, n, k, seed=7)
+            planes = w.planes
+            first = planes.get("qs", planes.get("w"))
+            for ts, tiles in CANDIDATES:
+                for t in ts:
+                    x = random_activations(t, k)
+                    ref = cp.empty((t, n), dtype=x.dtype)
+                    with timer.stream:
+                        linear(x, w, ref)
+                    timer.stream.synchronize()
+                    for nt, mt, kw, u in tiles:
+                        fn = mod.get_function(f"dec_q<{QTYPE_ID[q]}, {nt}, {mt}, {kw}, {u}>")
+                        out = cp.full((t, n), np.nan, dtype=x.dtype)
+                        kargs = (
+                            np.uint64(first.data.ptr),
+                            np.uint64(planes["qh"].data.ptr if "qh" in planes else 0),
+                            np.uint64(planes["scales"].data.ptr if "scales" in planes else 0),
+                            np.float32(w.tensor_scale), np.int32(n), np.int32(k),
+                            np.int32(w.k_pad), np.uint64(x.data.ptr), np.uint64(out.data.ptr),
+                            np.int32(t), np.int32(1),
+                        )  # fmt: skip
+                        grid = ((n + 16 * mt - 1) // (16 * mt), (t + 8 * nt - 1) // (8 * nt), 1)
+
+                        def call(fn=fn, grid=grid, kw=kw, kargs=kargs) -> None:  # type: ignore[no-untyped-def]
+                            fn(grid, (32 * kw, 1, 1), kargs)
+
+                        s = timer.time(call)
+                        diff = float(
+                            cp.max(cp.abs(out.astype(cp.float32) - ref.astype(cp.float32)))
+                        )
+                        m = point_metrics(q, n, k, t, s.median_us, ceil)
+                        row = {
+                            "qtype": q.value, "n": n, "k": k, "t": t, "tile": [nt, mt, kw, u],
+                            "median_us": s.median_us, "READ_pct": m["READ_pct"], "diff": diff,
+                            "samples_us": s.samples_us,
+                        }  # fmt: skip
+                        rows.append(row)
+                        print(
+                            f"{q.value:<5} {n} {k} {t:>2} {nt},{mt},{kw},{u}  "
+                            f"{s.median_us:9.2f} {m['READ_pct']:6.1f} {diff:.3g}",
+                            flush=True,
+                        )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"environment": env, "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
