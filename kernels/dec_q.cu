@@ -1,13 +1,17 @@
-// Decode route for small T (1 ... 64): mma.sync m16n8k16 with W as the A operand,
-// decoded from global memory straight into registers, x as the B operand.
+// Decode route for small T (1 ... 64): mma.sync m16n8k16 with W as the A operand and
+// x as the B operand, fed through a cp.async ring in shared memory.
 //
-// Why this shape: at T <= 64 the op is a stream over W. Each weight byte is loaded once
-// (sector-exact: the four lanes of a fragment row read one 32-byte sector), decoded with
-// a few integer ops into BF16 pairs and fed to the tensor core, which does the T-fold
-// reuse that FP32 FMAs could not afford (64 FMAs per weight at T = 64). No shared memory
-// holds W, so no barrier sits in the stream; a block is KW warps on the same 16*MT rows,
-// each warp a disjoint run of 64-k slabs, reduced through shared memory at the end in a
-// fixed order (bitwise-repeatable, no atomics).
+// Why this shape: at T <= 64 the op is a stream over W, and a stream is only as fast
+// as the bytes it keeps in flight (H200: ~4.5 TB/s x ~1 us => tens of KB per SM).
+// Register-staged loads capped that at a few KB per warp and stalled while decoding;
+// cp.async puts S-1 stages (128 k each) in flight per warp at no register cost. Each
+// weight byte is read once (the four lanes of a fragment row read one 32-byte sector),
+// decoded with a few integer ops into BF16 pairs and fed to the tensor core, which does
+// the T-fold reuse that FP32 FMAs could not afford (64 FMAs per weight at T = 64).
+// A block is WK k-groups x WR row-warps: the WR warps of a k-group share its staged x
+// tile (x traffic from L2 shrinks WR-fold, which matters at larger T), the WK groups
+// split K and are reduced through shared memory at the end in a fixed order
+// (bitwise-repeatable, no atomics).
 //
 // The k order inside an MMA is free: a thread feeds the A slots of its lane-quad column
 // (tig) and the matching B slots, so any physical k it assigns to a slot is summed
@@ -34,7 +38,31 @@ __device__ __forceinline__ u32 bf2_pack(float lo, float hi) {
   return d;
 }
 
-__device__ __forceinline__ uint2 ld8(const void* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
+
+// cp.async (sm_80+): global -> shared without a register round trip.
+__device__ __forceinline__ u32 smem_u32(const void* p) {
+  u32 a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+__device__ __forceinline__ void cp_async4(void* s, const void* g) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_u32(s)), "l"(g));
+}
+__device__ __forceinline__ void cp_async8(void* s, const void* g) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(smem_u32(s)), "l"(g));
+}
+// 16 bytes, of which the first `bytes` come from g and the rest are zero-filled.
+__device__ __forceinline__ void cp_async16(void* s, const void* g, int bytes = 16) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_u32(s)), "l"(g), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+__device__ __forceinline__ uint4 lds16(const u8* p) { return *reinterpret_cast<const uint4*>(p); }
+__device__ __forceinline__ u32 lds4(const u8* p) { return *reinterpret_cast<const u32*>(p); }
+__device__ __forceinline__ u32 lds2(const u8* p) { return *reinterpret_cast<const unsigned short*>(p); }
 
 // Nibbles s and s+4 of w as a u16 pair: the (k, k+4) pairing every 4-bit decoder uses.
 __device__ __forceinline__ u32 nib_pair(u32 w, int s) { return (w >> (4 * s)) & 0x000f000fu; }
@@ -62,8 +90,10 @@ __device__ __forceinline__ u32 hi_pair(u32 h, int wb, int s) {
 }
 
 // Per-format decoders. A thread of lane-quad column tig owns, in slab s (k = 64 s ...),
-// the k offsets its Dec names; load() fetches the raw bits of rows r[0], r[1] (fragment
-// rows gid and gid + 8), frag() builds the A registers of the slab's four k-steps:
+// the k offsets its Dec names. copy() issues the cp.async of one stage (two slabs) of
+// one 16-row m-tile into WBYTES of shared memory; read() takes a lane's raw bits of
+// slab j (rows gid and gid + 8) from there; frag() builds the A registers of the slab's
+// four k-steps:
 // a[ks][0] / a[ks][1] = rows 0 / 1 at slots (2tig, 2tig+1), a[ks][2] / a[ks][3] at
 // (2tig+8, 2tig+9). GSTEP: k-steps per scaled group (0: the scale is inside A or none).
 template <int QT> struct Dec;
@@ -75,15 +105,38 @@ template <int HB, int OFF> struct Dec4 {
     u32 h[2];
     float s[2];
   };
-  __device__ __forceinline__ static void load(const WPlanes& p, const int r[2], int slab, int tig, Raw& w) {
+  // Stage layout (one m-tile, 128 k): QS [2 slabs][32 lanes][16 B] (a lane's 8 bytes of
+  // rows gid and gid+8: one conflict-free LDS.128), QH [16 rows][16 or 32 B], scales
+  // [16 rows][4 B].
+  static constexpr int QH_B = HB * 16, SC_B = 4, WBYTES = 1024 + 16 * QH_B + 16 * SC_B;
+  __device__ __forceinline__ static void copy(const WPlanes& p, int n_mt, int N, int st, int lane, u8* sm) {
+    const int gid = lane >> 2, tig = lane & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const u8* row = p.qs + (size_t)min(n_mt + gid + 8 * h, N - 1) * (p.kpad / 2) + st * 64 + tig * 8;
+#pragma unroll
+      for (int j = 0; j < 2; ++j) cp_async8(sm + j * 512 + lane * 16 + h * 8, row + j * 32);
+    }
+    const size_t r16 = (size_t)min(n_mt + (lane & 15), N - 1);
+    if constexpr (HB == 1) {
+      if (lane < 16) cp_async16(sm + 1024 + lane * 16, p.qh + r16 * (p.kpad / 8) + st * 16);
+    } else if constexpr (HB == 2) {
+      const size_t r = (size_t)min(n_mt + (lane >> 1), N - 1);
+      cp_async16(sm + 1024 + lane * 16, p.qh + r * (p.kpad / 4) + st * 32 + (lane & 1) * 16);
+    }
+    if (lane < 16) cp_async4(sm + 1024 + 16 * QH_B + lane * 4, p.sc + (r16 * (p.kpad / 64) + st * 2) * 2);
+  }
+  __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
+    const int gid = lane >> 2, tig = lane & 3;
+    const uint4 q = lds16(sm + j * 512 + lane * 16);
+    w.q[0] = make_uint2(q.x, q.y);
+    w.q[1] = make_uint2(q.z, q.w);
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      w.q[i] = ld8(p.qs + (size_t)r[i] * (p.kpad / 2) + slab * 32 + tig * 8);
-      if constexpr (HB == 1)
-        w.h[i] = __ldg(reinterpret_cast<const unsigned short*>(p.qh + (size_t)r[i] * (p.kpad / 8) + slab * 8 + tig * 2));
-      else if constexpr (HB == 2)
-        w.h[i] = __ldg(reinterpret_cast<const u32*>(p.qh + (size_t)r[i] * (p.kpad / 4) + slab * 16 + tig * 4));
-      w.s[i] = h2f(__ldg(reinterpret_cast<const unsigned short*>(p.sc) + (size_t)r[i] * (p.kpad / 64) + slab));
+      const int r = gid + 8 * i;
+      if constexpr (HB == 1) w.h[i] = lds2(sm + 1024 + r * 16 + j * 8 + 2 * tig);
+      if constexpr (HB == 2) w.h[i] = lds4(sm + 1024 + r * 32 + j * 16 + 4 * tig);
+      w.s[i] = h2f((unsigned short)lds2(sm + 1024 + 16 * QH_B + r * 4 + j * 2));
     }
   }
   __device__ __forceinline__ static u32 pair(const Raw& w, int i, int wb, int s) {
@@ -126,11 +179,27 @@ template <> struct Dec<QT_NVFP4> : Dec4<0, 0> {
     uint2 q[2];
     u32 s2[2];  // the group's E4M3 scale as a BF16 pair (exact)
   };
-  __device__ __forceinline__ static void load(const WPlanes& p, const int r[2], int slab, int tig, Raw& w) {
+  // Stage layout: QS as Dec4, scales [16 rows][8 B] (E4M3).
+  static constexpr int WBYTES = 1024 + 16 * 8;
+  __device__ __forceinline__ static void copy(const WPlanes& p, int n_mt, int N, int st, int lane, u8* sm) {
+    const int gid = lane >> 2, tig = lane & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const u8* row = p.qs + (size_t)min(n_mt + gid + 8 * h, N - 1) * (p.kpad / 2) + st * 64 + tig * 8;
+#pragma unroll
+      for (int j = 0; j < 2; ++j) cp_async8(sm + j * 512 + lane * 16 + h * 8, row + j * 32);
+    }
+    if (lane < 16)
+      cp_async8(sm + 1024 + lane * 8, p.sc + (size_t)min(n_mt + lane, N - 1) * (p.kpad / 16) + st * 8);
+  }
+  __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
+    const int gid = lane >> 2, tig = lane & 3;
+    const uint4 q = lds16(sm + j * 512 + lane * 16);
+    w.q[0] = make_uint2(q.x, q.y);
+    w.q[1] = make_uint2(q.z, q.w);
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      w.q[i] = ld8(p.qs + (size_t)r[i] * (p.kpad / 2) + slab * 32 + tig * 8);
-      const u32 b = f2bf(e4m3_to_f(__ldg(p.sc + (size_t)r[i] * (p.kpad / 16) + slab * 4 + tig)));
+      const u32 b = f2bf(e4m3_to_f(sm[1024 + (gid + 8 * i) * 8 + j * 4 + tig]));
       w.s2[i] = b | (b << 16);
     }
   }
@@ -162,14 +231,32 @@ template <> struct Dec<QT_W8> {
     uint2 q[2][2];  // [row][half]
     float s[2][2];
   };
-  __device__ __forceinline__ static void load(const WPlanes& p, const int r[2], int slab, int tig, Raw& w) {
+  // Stage layout: QS [2 slabs][2 groups][32 lanes][16 B], scales [16 rows][8 B].
+  static constexpr int WBYTES = 2048 + 16 * 8;
+  __device__ __forceinline__ static void copy(const WPlanes& p, int n_mt, int N, int st, int lane, u8* sm) {
+    const int gid = lane >> 2, tig = lane & 3;
 #pragma unroll
-    for (int i = 0; i < 2; ++i)
+    for (int i = 0; i < 2; ++i) {
+      const u8* row = p.qs + (size_t)min(n_mt + gid + 8 * i, N - 1) * p.kpad + st * 128 + tig * 8;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        w.q[i][h] = ld8(p.qs + (size_t)r[i] * p.kpad + slab * 64 + 32 * h + tig * 8);
-        w.s[i][h] = h2f(__ldg(reinterpret_cast<const unsigned short*>(p.sc) + (size_t)r[i] * (p.kpad / 32) + 2 * slab + h));
-      }
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) cp_async8(sm + (2 * j + h) * 512 + lane * 16 + i * 8, row + j * 64 + h * 32);
+    }
+    if (lane < 16)
+      cp_async8(sm + 2048 + lane * 8, p.sc + ((size_t)min(n_mt + lane, N - 1) * (p.kpad / 32) + st * 4) * 2);
+  }
+  __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
+    const int gid = lane >> 2;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint4 q = lds16(sm + (2 * j + h) * 512 + lane * 16);
+      w.q[0][h] = make_uint2(q.x, q.y);
+      w.q[1][h] = make_uint2(q.z, q.w);
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        w.s[i][h] = h2f((unsigned short)lds2(sm + 2048 + (gid + 8 * i) * 8 + (2 * j + h) * 2));
+    }
   }
   // int8 -> float exactly: byte ^ 0x80 under the exponent of 2^23, minus 2^23 + 128.
   __device__ __forceinline__ static u32 pair(u32 v, int b0) {
@@ -205,13 +292,24 @@ template <> struct Dec<QT_BF16> {
   struct Raw {
     uint4 q[2][2];
   };
-  __device__ __forceinline__ static void load(const WPlanes& p, const int r[2], int slab, int tig, Raw& w) {
+  // Stage layout: [2 slabs][2 rows][2 halves][32 lanes][16 B] (a lane's 32 bytes per row).
+  static constexpr int WBYTES = 4096;
+  __device__ __forceinline__ static void copy(const WPlanes& p, int n_mt, int N, int st, int lane, u8* sm) {
+    const int gid = lane >> 2, tig = lane & 3;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      const u8* row = p.qs + ((size_t)r[i] * p.kpad + slab * 64 + tig * 16) * 2;
-      w.q[i][0] = ldg16(row);
-      w.q[i][1] = ldg16(row + 16);
+      const u8* row = p.qs + ((size_t)min(n_mt + gid + 8 * i, N - 1) * p.kpad + st * 128 + tig * 16) * 2;
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) cp_async16(sm + ((2 * j + i) * 2 + c) * 512 + lane * 16, row + j * 128 + c * 16);
     }
+  }
+  __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) w.q[i][c] = lds16(sm + ((2 * j + i) * 2 + c) * 512 + lane * 16);
   }
   __device__ __forceinline__ static u32 word(const uint4& q, int j) {
     return j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w;
@@ -230,56 +328,67 @@ template <> struct Dec<QT_BF16> {
   __device__ __forceinline__ static void bfrag(const u32 X[8], u32 b[4][2]) { Dec<QT_W8>::bfrag(X, b); }
 };
 
-// 8 x values from column k0 of x row xr as 4 words; columns >= K read as zero.
-__device__ __forceinline__ void load_x8(const bf16_t* xr, int k0, int K, bool vec, u32 X[4]) {
-  if (vec && k0 + 8 <= K) {
-    const uint4 q = ldg16(xr + k0);
-    X[0] = q.x; X[1] = q.y; X[2] = q.z; X[3] = q.w;
-  } else {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int k = k0 + 2 * i;
-      const u32 lo = k < K ? (u32)__ldg(xr + k) : 0u;
-      const u32 hi = k + 1 < K ? (u32)__ldg(xr + k + 1) : 0u;
-      X[i] = lo | (hi << 16);
-    }
-  }
-}
 
-// NT: 8-token MMA column tiles (T tile = 8 NT); MT: 16-row MMA tiles per warp; KW: warps
-// of a block, each on its own slabs of the same rows; U: slabs loaded before first use
-// (memory-level parallelism without shared memory).
-template <int QT, int NT, int MT, int KW, int U>
-__global__ void __launch_bounds__(32 * KW) dec_q(const u8* __restrict__ qs, const u8* __restrict__ qh,
-                                                 const u8* __restrict__ sc, float tensor_scale, int N,
-                                                 int K, int kpad, const bf16_t* __restrict__ x,
-                                                 bf16_t* __restrict__ out, int T, int xvec) {
+// Bytes of one staged x row: 128 k of BF16 plus 16 bytes of padding, so the B-fragment
+// LDS.128s of the 8 token rows of a phase fall in distinct banks.
+#define DEC_XS 272
+
+// NT: 8-token MMA column tiles (T tile = 8 NT); MT: 16-row MMA tiles per warp; WR:
+// row-warps sharing a staged x tile; WK: k-groups splitting K; S: ring stages (S - 1 in
+// flight). Dynamic shared memory: max(S * stage bytes, the reduction buffer), see
+// ninfer/routes/dec_q.py::shared_bytes (the same formula).
+template <int QT, int NT, int MT, int WR, int WK, int S>
+__global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs, const u8* __restrict__ qh,
+                                                      const u8* __restrict__ sc, float tensor_scale, int N,
+                                                      int K, int kpad, const bf16_t* __restrict__ x,
+                                                      bf16_t* __restrict__ out, int T, int xvec) {
   using D = Dec<QT>;
-  constexpr int R = 16 * MT, TT = 8 * NT;
-  static_assert(KW * R * TT * 4 <= 48 * 1024, "reduction buffer exceeds static shared memory");
-  __shared__ float red[KW][R][TT];
+  constexpr int NW = WR * WK, R = 16 * MT * WR, TT = 8 * NT;
+  static_assert(S >= 3, "the ring needs a stage in flight while one is read");
+  extern __shared__ __align__(16) u8 smem[];
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int gid = lane >> 2, tig = lane & 3;
+  const int grp = warp / WR, wr = warp % WR;
   const int n0 = blockIdx.x * R, t0 = blockIdx.y * TT;
+  const int n_w = n0 + 16 * MT * wr;   // first row of this warp's m-tiles
+  const int txa = min(TT, T);          // x rows allocated per tile (the launcher's formula)
+  const int txc = min(TT, T - t0);     // x rows of this block's tile
+  const int XT = txa * DEC_XS;
+  const int SB = WK * XT + NW * MT * D::WBYTES;
+  const int nst = kpad / 128;
+  const int iters = (nst + WK - 1) / WK;
   const WPlanes p{qs, qh, sc, kpad};
-
-  // Rows past N read row N-1 (valid memory, results dropped): no divergent loads.
-  int rows[MT][2];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-    rows[mt][0] = min(n0 + 16 * mt + gid, N - 1);
-    rows[mt][1] = min(n0 + 16 * mt + gid + 8, N - 1);
-  }
-  const bf16_t* xr[NT];
-  bool tok[NT];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const int t = t0 + 8 * nt + gid;
-    tok[nt] = t < T;
-    xr[nt] = x + (size_t)(tok[nt] ? t : 0) * K;
-  }
   const bool vec = xvec != 0;
+
+  auto issue = [&](int i) {
+    const int st = i * WK + grp;
+    if (i < iters && st < nst) {
+      u8* base = smem + (i % S) * SB;
+      u8* xs = base + grp * XT;
+      for (int c = wr * 32 + lane; c < txc * 16; c += 32 * WR) {
+        const int row = c >> 4, k = st * 128 + (c & 15) * 8;
+        const bf16_t* src = x + (size_t)(t0 + row) * K + k;
+        u8* dst = xs + row * DEC_XS + (c & 15) * 16;
+        if (vec) {
+          const int bytes = max(0, min(16, (K - k) * 2));  // columns >= K: zero-filled
+          cp_async16(dst, bytes ? src : x, bytes);
+        } else {
+          u32 w[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const int kk = k + 2 * q;
+            w[q] = (kk < K ? (u32)src[2 * q] : 0u) | ((kk + 1 < K ? (u32)src[2 * q + 1] : 0u) << 16);
+          }
+          *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+        }
+      }
+      u8* ws = base + WK * XT + warp * MT * D::WBYTES;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) D::copy(p, n_w + 16 * mt, N, st, lane, ws + mt * D::WBYTES);
+    }
+    cp_async_commit();  // empty groups too: the wait count below stays uniform
+  };
 
   float acc[MT][NT][4];
 #pragma unroll
@@ -289,38 +398,41 @@ __global__ void __launch_bounds__(32 * KW) dec_q(const u8* __restrict__ qs, cons
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
 
-  const int nslab = kpad / 64;
-  for (int s0 = warp * U; s0 < nslab; s0 += KW * U) {
-    typename D::Raw raw[U][MT];
-    u32 X[U][NT][8];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int s = s0 + u;
-      if (s < nslab) {
+  for (int i = 0; i < S - 1; ++i) issue(i);
+  for (int i = 0; i < iters; ++i) {
+    cp_async_wait<S - 2>();  // stage i has landed for this thread ...
+    __syncthreads();         // ... and for every thread; stage i-1's readers are done
+    issue(i + S - 1);        // refills the slot stage i-1 used
+    if (i * WK + grp >= nst) continue;
+    const u8* base = smem + (i % S) * SB;
+    const u8* xs = base + grp * XT;
+    const u8* ws = base + WK * XT + warp * MT * D::WBYTES;
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) D::load(p, rows[mt], s, tig, raw[u][mt]);
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          if (tok[nt]) {
-            load_x8(xr[nt], 64 * s + D::xoff(tig, 0), K, vec, X[u][nt]);
-            load_x8(xr[nt], 64 * s + D::xoff(tig, 1), K, vec, X[u][nt] + 4);
-          } else {
-#pragma unroll
-            for (int j = 0; j < 8; ++j) X[u][nt][j] = 0u;
-          }
-        }
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      if (s0 + u >= nslab) break;
+    for (int j = 0; j < 2; ++j) {
       u32 b[NT][4][2];
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) D::bfrag(X[u][nt], b[nt]);
+      for (int nt = 0; nt < NT; ++nt) {
+        const int tr = 8 * nt + gid;
+        u32 X[8];
+        if (tr < txc) {
+#pragma unroll
+          for (int run = 0; run < 2; ++run) {
+            const uint4 q = lds16(xs + tr * DEC_XS + 2 * (64 * j + D::xoff(tig, run)));
+            X[4 * run] = q.x; X[4 * run + 1] = q.y; X[4 * run + 2] = q.z; X[4 * run + 3] = q.w;
+          }
+        } else {
+#pragma unroll
+          for (int q = 0; q < 8; ++q) X[q] = 0u;
+        }
+        D::bfrag(X, b[nt]);
+      }
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
+        typename D::Raw raw;
+        D::read(ws + mt * D::WBYTES, lane, j, raw);
         u32 a[4][4];
-        D::frag(raw[u][mt], a);
+        D::frag(raw, a);
         if constexpr (D::GSTEP == 0) {
 #pragma unroll
           for (int ks = 0; ks < 4; ++ks)
@@ -329,7 +441,7 @@ __global__ void __launch_bounds__(32 * KW) dec_q(const u8* __restrict__ qs, cons
         } else {
 #pragma unroll
           for (int g = 0; g < 4 / D::GSTEP; ++g) {
-            const float s_lo = D::scale(raw[u][mt], 0, g), s_hi = D::scale(raw[u][mt], 1, g);
+            const float s_lo = D::scale(raw, 0, g), s_hi = D::scale(raw, 1, g);
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
               float part[4] = {0.f, 0.f, 0.f, 0.f};
@@ -346,23 +458,29 @@ __global__ void __launch_bounds__(32 * KW) dec_q(const u8* __restrict__ qs, cons
       }
     }
   }
+  cp_async_wait<0>();
+  __syncthreads();
 
-  // Fixed-order reduction over the KW warps (C fragment: rows gid / gid+8, tokens 2tig, 2tig+1).
+  // Fixed-order reduction over the WK k-groups (C fragment: rows gid / gid+8, tokens
+  // 2tig, 2tig+1), through the drained ring.
+  float* red = reinterpret_cast<float*>(smem);
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        red[warp][16 * mt + gid + (e >= 2 ? 8 : 0)][8 * nt + 2 * tig + (e & 1)] = acc[mt][nt][e];
+      for (int e = 0; e < 4; ++e) {
+        const int r = 16 * MT * wr + 16 * mt + gid + (e >= 2 ? 8 : 0);
+        red[(grp * R + r) * TT + 8 * nt + 2 * tig + (e & 1)] = acc[mt][nt][e];
+      }
   __syncthreads();
-  for (int i = threadIdx.x; i < R * TT; i += 32 * KW) {
+  for (int i = threadIdx.x; i < R * TT; i += 32 * NW) {
     const int r = i % R, c = i / R;
     const int n = n0 + r, t = t0 + c;
     if (n < N && t < T) {
-      float v = red[0][r][c];
+      float v = red[r * TT + c];
 #pragma unroll
-      for (int w = 1; w < KW; ++w) v += red[w][r][c];
+      for (int g = 1; g < WK; ++g) v += red[(g * R + r) * TT + c];
       out[(size_t)t * N + n] = f2bf(v * tensor_scale);
     }
   }

@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from ninfer import QType
@@ -24,18 +26,24 @@ from ninfer.bench.results import environment
 from ninfer.bench.run import ceilings
 from ninfer.bench.timer import ColdTimer
 from ninfer.ops import linear
+from ninfer.routes.dec_q import Tile, expr, tile_shared_bytes
 from ninfer.routes.problem import QTYPE_ID
 from ninfer.runtime.sources import assembled_source
 
-# (T values, candidate tiles (NT, MT, KW, U)); NT * 8 >= every T of its row.
-CANDIDATES: list[tuple[tuple[int, ...], list[tuple[int, int, int, int]]]] = [
-    ((1, 8), [(1, 1, 4, 4), (1, 1, 8, 4), (1, 1, 4, 2), (1, 2, 4, 4), (1, 1, 8, 2), (1, 1, 2, 4),
-              (1, 2, 8, 2)]),
-    ((16,), [(2, 1, 4, 4), (2, 1, 4, 2), (2, 2, 4, 2), (2, 1, 8, 2), (2, 2, 8, 1)]),
-    ((32,), [(4, 1, 4, 2), (4, 1, 4, 1), (4, 2, 4, 1), (4, 1, 8, 1), (4, 2, 2, 1)]),
-    ((64,), [(8, 1, 4, 1), (8, 2, 2, 1), (8, 1, 8, 1), (8, 1, 2, 1), (8, 2, 4, 1)]),
+# (T values, candidate tiles (NT, MT, WR, WK, S)); NT * 8 >= every T of its row.
+CANDIDATES: list[tuple[tuple[int, ...], list[tuple[int, int, int, int, int]]]] = [
+    ((1, 8), [(1, 1, 1, 4, 4), (1, 1, 1, 4, 6), (1, 1, 1, 8, 4), (1, 1, 1, 2, 6), (1, 1, 2, 2, 4),
+              (1, 2, 1, 4, 4), (1, 1, 1, 4, 3)]),
+    ((16,), [(2, 1, 2, 2, 4), (2, 1, 1, 4, 4), (2, 1, 2, 4, 4), (2, 1, 4, 1, 4), (2, 2, 2, 2, 3)]),
+    ((32,), [(4, 1, 4, 1, 4), (4, 1, 2, 2, 4), (4, 1, 4, 2, 3), (4, 2, 2, 2, 3), (4, 1, 8, 1, 3)]),
+    ((64,), [(8, 1, 4, 1, 3), (8, 1, 2, 2, 3), (8, 2, 2, 1, 3), (8, 1, 8, 1, 3), (8, 2, 4, 1, 3)]),
 ]  # fmt: skip
 SHAPES = [(6144, 5120), (14336, 5120)]
+
+
+def _f32(a: Any) -> np.ndarray:
+    """A device BF16 array as host float32 (through the raw 16-bit words)."""
+    return a.view("uint16").get().view(ml_dtypes.bfloat16).astype(np.float32)
 
 
 def main() -> int:
@@ -48,12 +56,7 @@ def main() -> int:
     args = ap.parse_args()
     qtypes = [QType(q) for q in args.qtypes.split(",")]
     exprs = sorted(
-        {
-            f"dec_q<{QTYPE_ID[q]}, {nt}, {mt}, {kw}, {u}>"
-            for q in qtypes
-            for _, tiles in CANDIDATES
-            for (nt, mt, kw, u) in tiles
-        }
+        {expr(QTYPE_ID[q], Tile(64, *c)) for q in qtypes for _, tiles in CANDIDATES for c in tiles}
     )
     mod = cp.RawModule(
         code=assembled_source("dec_q"), options=("-std=c++17",), name_expressions=exprs
@@ -63,7 +66,7 @@ def main() -> int:
     ceil = ceilings(env)
     timer = ColdTimer(3, args.repeat, 256, "graph")
     rows = []
-    print("qtype N K T tile(nt,mt,kw,u) median_us READ_% max_abs_diff_vs_route")
+    print("qtype N K T tile(nt,mt,wr,wk,s) smem_KiB median_us READ_% max_rel_diff_vs_route")
     for q in qtypes:
         for n, k in SHAPES:
             w = random_device_weight(q, n, k, seed=7)
@@ -76,9 +79,17 @@ def main() -> int:
                     with timer.stream:
                         linear(x, w, ref)
                     timer.stream.synchronize()
-                    for nt, mt, kw, u in tiles:
-                        fn = mod.get_function(f"dec_q<{QTYPE_ID[q]}, {nt}, {mt}, {kw}, {u}>")
-                        out = cp.full((t, n), np.nan, dtype=x.dtype)
+                    want = _f32(ref)
+                    for c in tiles:
+                        tl = Tile(64, *c)
+                        shared = tile_shared_bytes(q, t, tl)
+                        if shared > 227 * 1024:
+                            continue
+                        fn = mod.get_function(expr(QTYPE_ID[q], tl))
+                        if shared > 48 * 1024:
+                            fn.max_dynamic_shared_size_bytes = shared
+                        out = cp.empty((t, n), dtype=x.dtype)
+                        out.view(cp.uint16).fill(0x7FC0)  # NaN: unwritten outputs show
                         kargs = (
                             np.uint64(first.data.ptr),
                             np.uint64(planes["qh"].data.ptr if "qh" in planes else 0),
@@ -87,25 +98,25 @@ def main() -> int:
                             np.int32(w.k_pad), np.uint64(x.data.ptr), np.uint64(out.data.ptr),
                             np.int32(t), np.int32(1),
                         )  # fmt: skip
-                        grid = ((n + 16 * mt - 1) // (16 * mt), (t + 8 * nt - 1) // (8 * nt), 1)
+                        grid = ((n + tl.rows - 1) // tl.rows, (t + 8 * tl.nt - 1) // (8 * tl.nt), 1)
 
-                        def call(fn=fn, grid=grid, kw=kw, kargs=kargs) -> None:  # type: ignore[no-untyped-def]
-                            fn(grid, (32 * kw, 1, 1), kargs)
+                        def call(fn=fn, grid=grid, tl=tl, kargs=kargs, shared=shared) -> None:  # type: ignore[no-untyped-def]
+                            fn(grid, (tl.threads, 1, 1), kargs, shared_mem=shared)
 
                         s = timer.time(call)
-                        diff = float(
-                            cp.max(cp.abs(out.astype(cp.float32) - ref.astype(cp.float32)))
-                        )
+                        got = _f32(out)
+                        diff = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) or 1.0))
                         m = point_metrics(q, n, k, t, s.median_us, ceil)
                         row = {
-                            "qtype": q.value, "n": n, "k": k, "t": t, "tile": [nt, mt, kw, u],
-                            "median_us": s.median_us, "READ_pct": m["READ_pct"], "diff": diff,
+                            "qtype": q.value, "n": n, "k": k, "t": t, "tile": list(c),
+                            "shared_bytes": shared, "median_us": s.median_us,
+                            "READ_pct": m["READ_pct"], "max_rel_diff": diff,
                             "samples_us": s.samples_us,
                         }  # fmt: skip
                         rows.append(row)
                         print(
-                            f"{q.value:<5} {n} {k} {t:>2} {nt},{mt},{kw},{u}  "
-                            f"{s.median_us:9.2f} {m['READ_pct']:6.1f} {diff:.3g}",
+                            f"{q.value:<5} {n} {k} {t:>2} {','.join(map(str, c)):<11} "
+                            f"{shared / 1024:6.1f} {s.median_us:9.2f} {m['READ_pct']:6.1f} {diff:.2e}",
                             flush=True,
                         )
     if args.json:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +58,33 @@ class PackedWeight:
     def storage_bytes(self) -> int:
         """Bytes the planes occupy (BF16 stores its K padding, the formula does not count it)."""
         return int(sum(int(a.nbytes) for a in self.planes.values()))
+
+    @functools.cached_property
+    def plane_ptrs(self) -> tuple[int, int, int]:
+        """Device addresses of (codes or values, high bits, scales); 0 where a plane is absent.
+
+        The planes never change after construction, so the launch path reads these (and
+        ``plane_spans``) once per weight instead of once per call.
+        """
+        if not self.is_device:
+            raise TypeError("plane_ptrs: expected a device PackedWeight, got a host one")
+        pl = self.planes
+        first = pl.get("qs", pl.get("w"))
+
+        def ptr(a: Any) -> int:
+            return 0 if a is None else int(a.data.ptr)
+
+        return (ptr(first), ptr(pl.get("qh")), ptr(pl.get("scales")))
+
+    @functools.cached_property
+    def plane_spans(self) -> tuple[tuple[str, int, int], ...]:
+        """(name, first byte, one past the last byte) of every device plane."""
+        if not self.is_device:
+            raise TypeError("plane_spans: expected a device PackedWeight, got a host one")
+        return tuple(
+            (name, int(a.data.ptr), int(a.data.ptr) + int(a.nbytes))
+            for name, a in self.planes.items()
+        )
 
     @property
     def is_device(self) -> bool:

@@ -35,7 +35,7 @@ def _check_weight(w: Any) -> PackedWeight:
 
 
 def _check_policy(policy: Any, w: PackedWeight) -> Policy:
-    pol = Policy.parse(policy)
+    pol = policy if policy is Policy.A16 else Policy.parse(policy)
     if pol is Policy.A4 and w.qtype is not QType.NVFP4:
         raise ValueError(f"policy A4: expected an NVFP4 weight, got {w.qtype.name}")
     return pol
@@ -77,7 +77,13 @@ def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
 
 def _route(w: PackedWeight, t: int, policy: Policy) -> tuple[Problem, Route]:
     assert w.device_id is not None
-    p = Problem(w.qtype, policy, w.n, w.k, t, _device_cc(w.device_id))
+    return _select(w.qtype, policy, w.n, w.k, t, _device_cc(w.device_id))
+
+
+@functools.lru_cache(maxsize=4096)
+def _select(qtype: QType, policy: Policy, n: int, k: int, t: int, cc: int) -> tuple[Problem, Route]:
+    # The tables are constants: one selection per geometry, not one per call.
+    p = Problem(qtype, policy, n, k, t, cc)
     return p, select(p)
 
 
@@ -113,9 +119,9 @@ def linear(
     _check_activation(od, "out", t, wd.n, wd)
     if _overlap(xd.span(), od.span()):
         raise ValueError("out: expected memory disjoint from x, got overlapping buffers (aliasing)")
-    for name, plane in wd.planes.items():
-        span = (int(plane.data.ptr), int(plane.data.ptr) + int(plane.nbytes))
-        if _overlap(od.span(), span):
+    ospan = od.span()
+    for name, lo, hi in wd.plane_spans:
+        if _overlap(ospan, (lo, hi)):
             raise ValueError(
                 f"out: expected memory disjoint from the weight, got overlap with plane {name!r}"
             )

@@ -1,18 +1,33 @@
 """Launcher of kernels/dec_q.cu: decode-regime tensor-core GEMV, T <= 64.
 
-One block = KW warps on the same 16*MT weight rows, each warp a disjoint run of 64-k
-slabs; the T tile is 8*NT tokens. The tile per T range is data (``TILES``), chosen by
-measurement on the H200 (docs/perf/decode_h200.md).
+A block is ``wk`` k-groups x ``wr`` row-warps on 16*mt*wr weight rows and an 8*nt token
+tile; weights and x stream through an ``s``-stage cp.async ring in dynamic shared
+memory. The tile per T range is data (``TILES``), chosen by measurement on the H200
+(docs/perf/decode_h200.md).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..formats.qtype import QType
 from .problem import QTYPE_ID, Problem
 
 NAME = "dec_q"
 T_MAX = 64
+
+# Shared-memory bytes of one ring stage (128 k) of one 16-row m-tile, per format:
+# Dec<QT>::WBYTES in kernels/dec_q.cu (codes + high bits + scales).
+WBYTES: dict[QType, int] = {
+    QType.Q4: 1024 + 64,
+    QType.Q5: 1024 + 256 + 64,
+    QType.Q6: 1024 + 512 + 64,
+    QType.W8: 2048 + 128,
+    QType.NVFP4: 1024 + 128,
+    QType.BF16: 4096,
+}
+XS = 272  # DEC_XS: bytes of one staged x row (128 k of BF16 + 16 bytes of padding)
+MAX_SHARED = 227 * 1024  # the opt-in dynamic shared memory of sm_80/sm_90 (sm_120: 99 KiB)
 
 
 @dataclass(frozen=True)
@@ -20,26 +35,25 @@ class Tile:
     t_max: int  # the largest T this tile serves (inclusive); the T tile is 8 * nt
     nt: int  # 8-token MMA column tiles
     mt: int  # 16-row MMA tiles per warp
-    kw: int  # warps per block, splitting K
-    u: int  # slabs loaded before the first use (loads in flight per warp)
+    wr: int  # row-warps sharing one staged x tile
+    wk: int  # k-groups splitting K (reduced in shared memory at the end)
+    s: int  # ring stages (s - 1 in flight)
 
     @property
     def rows(self) -> int:
-        return 16 * self.mt
+        return 16 * self.mt * self.wr
 
     @property
     def threads(self) -> int:
-        return 32 * self.kw
+        return 32 * self.wr * self.wk
 
 
 TILES: tuple[Tile, ...] = (
-    Tile(8, 1, 1, 4, 4),
-    Tile(16, 2, 1, 4, 4),
-    Tile(32, 4, 1, 4, 2),
-    Tile(64, 8, 1, 4, 1),
+    Tile(8, 1, 1, 1, 4, 4),
+    Tile(16, 2, 1, 2, 2, 4),
+    Tile(32, 4, 1, 4, 1, 4),
+    Tile(64, 8, 1, 4, 1, 3),
 )
-
-
 T_EDGES: tuple[int, ...] = tuple(tl.t_max for tl in TILES[:-1])
 
 
@@ -51,7 +65,7 @@ def tile(t: int) -> Tile:
 
 
 def expr(qtype_id: int, tl: Tile) -> str:
-    return f"dec_q<{qtype_id}, {tl.nt}, {tl.mt}, {tl.kw}, {tl.u}>"
+    return f"dec_q<{qtype_id}, {tl.nt}, {tl.mt}, {tl.wr}, {tl.wk}, {tl.s}>"
 
 
 def instance(p: Problem) -> str:
@@ -68,6 +82,17 @@ def block(p: Problem) -> tuple[int, int, int]:
 def grid(p: Problem) -> tuple[int, int, int]:
     tl = tile(p.t)
     return ((p.n + tl.rows - 1) // tl.rows, (p.t + 8 * tl.nt - 1) // (8 * tl.nt), 1)
+
+
+def tile_shared_bytes(qtype: QType, t: int, tl: Tile) -> int:
+    """The kernel's dynamic shared memory: the ring, or the final reduction if larger."""
+    txa = min(8 * tl.nt, t)
+    stage = tl.wk * txa * XS + tl.wr * tl.wk * tl.mt * WBYTES[qtype]
+    return max(tl.s * stage, tl.wk * tl.rows * 8 * tl.nt * 4)
+
+
+def shared_bytes(p: Problem) -> int:
+    return tile_shared_bytes(p.qtype, p.t, tile(p.t))
 
 
 def workspace_bytes(p: Problem) -> int:

@@ -24,5 +24,9 @@ def grid(p: Problem) -> tuple[int, int, int]:
     return ((p.n + BM - 1) // BM, (p.t + BN - 1) // BN, 1)
 
 
+def shared_bytes(p: Problem) -> int:
+    return 0
+
+
 def workspace_bytes(p: Problem) -> int:
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +32,7 @@ class DevArray:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.itemsize
+        return math.prod(self.shape) * self.itemsize
 
     def span(self) -> tuple[int, int]:
         """[first byte, one past the last byte] this view can touch."""
@@ -75,7 +76,7 @@ def describe(a: Any, what: str) -> DevArray:
             int(a.data.ptr),
             tuple(a.shape),
             tuple(s // item for s in a.strides),
-            np.dtype(a.dtype).name,
+            a.dtype.name,
             item,
             int(a.device.id),
         )

@@ -33,7 +33,7 @@ def test_sweep_list(capsys: pytest.CaptureFixture[str]) -> None:
     [
         (["--qtype", "q4", "--n", "64", "--k", "128"], "exactly one of --t and --sweep"),
         (["--qtype", "q4", "--t", "1"], "needs --n --k"),
-        (["--suite", "all", "--t", "4"], "--suite takes no"),
+        (["--suite", "all", "--t", "4"], "--suite/--suite-file take no"),
         (
             ["--qtype", "q4", "--n", "64", "--k", "128", "--sweep", "1:8", "--profile"],
             "exactly one point",

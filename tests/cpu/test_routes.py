@@ -73,3 +73,15 @@ def test_fingerprint_is_the_same_in_every_process() -> None:
         for seed in ("1", "2", "3")
     }
     assert len(seen) == 1, seen
+
+
+def test_dec_q_tiles_fit_the_smallest_shared_memory() -> None:
+    # sm_86/89/120 allow 99 KiB of dynamic shared memory per block (sm_80: 163, sm_90:
+    # 227): every tile the table can pick must launch on the users' RTX 5090 too.
+    from ninfer.routes import dec_q
+
+    for q in QType:
+        for t in range(1, dec_q.T_MAX + 1):
+            need = dec_q.tile_shared_bytes(q, t, dec_q.tile(t))
+            assert need <= 99 * 1024, (q, t, dec_q.tile(t), need)
+            assert dec_q.tile(t).nt * 8 >= t, (t, dec_q.tile(t))
