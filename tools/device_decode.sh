@@ -4,13 +4,13 @@
 # peers), the T = 1..64 sweeps and the host dispatch cost. Logs and JSON under $OUT.
 #
 # Usage (repo root): bash tools/device_decode.sh [steps]
-#   steps: any of conformance tune tables sweeps host (default: all of them)
+#   steps: any of conformance tune floor ncu tables sweeps host (default: all of them)
 set -uo pipefail
 OUT=${OUT:-runs/device}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
-STEPS=${*:-conformance tune tables sweeps host}
+STEPS=${*:-conformance tune floor ncu tables sweeps host}
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 D=docs/perf/decode_h200
 {
@@ -29,6 +29,21 @@ if has tune; then
   echo "== tune" | tee -a "$OUT/device.log"
   timeout 420 $PY tools/tune_dec_q.py --json "$OUT/tune.json" > "$OUT/tune.txt" 2>&1
   tail -3 "$OUT/tune.txt" | tee -a "$OUT/device.log"
+fi
+if has floor; then
+  echo "== floor (plain read under the cold timer)" | tee -a "$OUT/device.log"
+  $PY tools/read_floor.py --json "$OUT/read_floor.json" 2>&1 | tee -a "$OUT/device.log"
+fi
+if has ncu; then
+  echo "== ncu" | tee -a "$OUT/device.log"
+  for pt in "q4 14336 5120 1" "q4 6144 5120 1" "q4 14336 5120 64"; do
+    set -- $pt
+    $PY -m ninfer.bench ncu --qtype "$1" --n "$2" --k "$3" --t "$4" 2>&1 | sed "s/^/[$1 $2x$3 T=$4] /" | tee -a "$OUT/device.log"
+    timeout 120 ncu --set full --profile-from-start off --clock-control none --page details \
+      "$PY" -m ninfer.bench --qtype "$1" --n "$2" --k "$3" --t "$4" --profile > "$OUT/ncu_full_$1_$2_T$4.txt" 2>&1
+  done
+  grep -E "Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Issue Slots Busy|No Eligible|One or More|Compute \(SM\) Throughput" \
+    "$OUT"/ncu_full_*.txt | tee -a "$OUT/device.log"
 fi
 B="$PY -m ninfer.bench --no-progress"
 if has tables; then

@@ -13,6 +13,7 @@ from typing import Any
 from ..formats.packed import PackedWeight
 from ..formats.qtype import QType
 from ..policy import Policy
+from ..routes import table
 from ..routes.launch import launch
 from ..routes.problem import Problem
 from ..routes.table import Route, select
@@ -77,12 +78,15 @@ def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
 
 def _route(w: PackedWeight, t: int, policy: Policy) -> tuple[Problem, Route]:
     assert w.device_id is not None
-    return _select(w.qtype, policy, w.n, w.k, t, _device_cc(w.device_id))
+    return _select(w.qtype, policy, w.n, w.k, t, _device_cc(w.device_id), id(table.ROUTE_TABLES))
 
 
 @functools.lru_cache(maxsize=4096)
-def _select(qtype: QType, policy: Policy, n: int, k: int, t: int, cc: int) -> tuple[Problem, Route]:
-    # The tables are constants: one selection per geometry, not one per call.
+def _select(
+    qtype: QType, policy: Policy, n: int, k: int, t: int, cc: int, tables: int
+) -> tuple[Problem, Route]:
+    # One selection per geometry, not one per call; ``tables`` (the identity of the
+    # route tables) keys the cache so a replaced table (tests) is never served stale.
     p = Problem(qtype, policy, n, k, t, cc)
     return p, select(p)
 

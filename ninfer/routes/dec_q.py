@@ -48,20 +48,43 @@ class Tile:
         return 32 * self.wr * self.wk
 
 
-TILES: tuple[Tile, ...] = (
-    Tile(8, 1, 1, 1, 4, 4),
-    Tile(16, 2, 1, 2, 2, 4),
-    Tile(32, 4, 1, 4, 1, 4),
-    Tile(64, 8, 1, 4, 1, 3),
+# Per format, by T range: measured on the H200 (tools/tune_dec_q.py; the table and the
+# numbers are in docs/perf/decode_h200.md), each within 99 KiB of shared memory.
+_TILES_4BIT = (
+    Tile(8, 1, 1, 1, 4, 3),
+    Tile(16, 2, 2, 2, 2, 3),
+    Tile(32, 4, 1, 4, 2, 3),
+    Tile(64, 8, 2, 4, 1, 3),
 )
-T_EDGES: tuple[int, ...] = tuple(tl.t_max for tl in TILES[:-1])
+TILES: dict[QType, tuple[Tile, ...]] = {
+    QType.Q4: _TILES_4BIT,
+    QType.Q5: _TILES_4BIT,
+    QType.Q6: _TILES_4BIT,
+    QType.NVFP4: _TILES_4BIT,
+    QType.W8: (
+        Tile(8, 1, 1, 1, 4, 3),
+        Tile(16, 2, 2, 2, 2, 3),
+        Tile(32, 4, 1, 4, 1, 4),
+        Tile(64, 8, 1, 4, 1, 3),
+    ),
+    QType.BF16: (
+        Tile(8, 1, 1, 1, 4, 3),
+        Tile(16, 2, 1, 2, 2, 4),
+        Tile(32, 4, 1, 4, 1, 4),
+        Tile(64, 8, 1, 4, 1, 3),
+    ),
+}
+# Every format changes tile at the same T: one set of seams for the conformance suite.
+T_EDGES: tuple[int, ...] = tuple(tl.t_max for tl in _TILES_4BIT[:-1])
+assert all(tuple(tl.t_max for tl in ts[:-1]) == T_EDGES for ts in TILES.values())
 
 
-def tile(t: int) -> Tile:
-    for tl in TILES:
+def tile(qtype: QType, t: int) -> Tile:
+    tiles = TILES[qtype]
+    for tl in tiles:
         if t <= tl.t_max:
             return tl
-    return TILES[-1]
+    return tiles[-1]
 
 
 def expr(qtype_id: int, tl: Tile) -> str:
@@ -69,18 +92,20 @@ def expr(qtype_id: int, tl: Tile) -> str:
 
 
 def instance(p: Problem) -> str:
-    return expr(QTYPE_ID[p.qtype], tile(p.t))
+    return expr(QTYPE_ID[p.qtype], tile(p.qtype, p.t))
 
 
-INSTANCES: tuple[str, ...] = tuple(expr(q, tl) for q in sorted(QTYPE_ID.values()) for tl in TILES)
+INSTANCES: tuple[str, ...] = tuple(
+    expr(QTYPE_ID[q], tl) for q in sorted(TILES, key=QTYPE_ID.__getitem__) for tl in TILES[q]
+)
 
 
 def block(p: Problem) -> tuple[int, int, int]:
-    return (tile(p.t).threads, 1, 1)
+    return (tile(p.qtype, p.t).threads, 1, 1)
 
 
 def grid(p: Problem) -> tuple[int, int, int]:
-    tl = tile(p.t)
+    tl = tile(p.qtype, p.t)
     return ((p.n + tl.rows - 1) // tl.rows, (p.t + 8 * tl.nt - 1) // (8 * tl.nt), 1)
 
 
@@ -92,7 +117,7 @@ def tile_shared_bytes(qtype: QType, t: int, tl: Tile) -> int:
 
 
 def shared_bytes(p: Problem) -> int:
-    return tile_shared_bytes(p.qtype, p.t, tile(p.t))
+    return tile_shared_bytes(p.qtype, p.t, tile(p.qtype, p.t))
 
 
 def workspace_bytes(p: Problem) -> int:

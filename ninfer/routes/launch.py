@@ -104,9 +104,16 @@ def launch(
     _launch_kernel(plan, stream)
 
 
-def _launch_kernel(plan: _Plan, stream: int) -> None:
-    from cupy.cuda import driver, runtime
+_cuda: Any = None
 
+
+def _launch_kernel(plan: _Plan, stream: int) -> None:
+    global _cuda
+    if _cuda is None:
+        from cupy.cuda import driver, runtime
+
+        _cuda = (driver, runtime)
+    driver, runtime = _cuda
     g, b = plan.grid, plan.block
     if runtime.getDevice() != plan.device:
         # cuLaunchKernel runs in the current context: the weight's device must be current.

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 
-@dataclass(frozen=True)
-class DevArray:
-    """What the op needs to know about an array: no reference to a framework type."""
+class DevArray(NamedTuple):
+    """What the op needs to know about an array: no reference to a framework type.
+
+    A NamedTuple, not a dataclass: ``linear()`` builds two per call and a frozen
+    dataclass costs microseconds of host dispatch each (docs/perf/decode_h200.md).
+    """
 
     kind: str  # "cupy" | "torch"
     ptr: int
@@ -52,8 +54,36 @@ def _is_cupy(a: Any) -> bool:
     return type(a).__module__.startswith("cupy") and hasattr(a, "data") and hasattr(a, "device")
 
 
+_CUPY_NDARRAY: Any = None
+
+
+def _cupy_ndarray() -> Any:
+    global _CUPY_NDARRAY
+    if _CUPY_NDARRAY is None:
+        try:
+            import cupy
+
+            _CUPY_NDARRAY = cupy.ndarray
+        except ImportError:
+            _CUPY_NDARRAY = ()
+    return _CUPY_NDARRAY
+
+
 def describe(a: Any, what: str) -> DevArray:
     """Describe a CuPy array or a torch CUDA tensor; TypeError for anything else."""
+    if type(a) is _cupy_ndarray():  # the common case first, on the shortest path
+        mem = a.data
+        dt = a.dtype
+        item = dt.itemsize
+        return DevArray(
+            "cupy",
+            mem.ptr,
+            a.shape,
+            tuple(s // item for s in a.strides),
+            dt.name,
+            item,
+            mem.device_id,
+        )
     if isinstance(a, np.ndarray):
         raise TypeError(f"{what}: expected a CUDA array (CuPy or torch), got a host numpy.ndarray")
     if _is_torch(a):

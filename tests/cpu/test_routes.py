@@ -82,6 +82,7 @@ def test_dec_q_tiles_fit_the_smallest_shared_memory() -> None:
 
     for q in QType:
         for t in range(1, dec_q.T_MAX + 1):
-            need = dec_q.tile_shared_bytes(q, t, dec_q.tile(t))
-            assert need <= 99 * 1024, (q, t, dec_q.tile(t), need)
-            assert dec_q.tile(t).nt * 8 >= t, (t, dec_q.tile(t))
+            tl = dec_q.tile(q, t)
+            need = dec_q.tile_shared_bytes(q, t, tl)
+            assert need <= 99 * 1024, (q, t, tl, need)
+            assert tl.nt * 8 >= t, (q, t, tl)
