@@ -76,3 +76,5 @@ if has host; then
   $PY tools/host_overhead.py > "$OUT/host.txt" 2>&1
   head -4 "$OUT/host.txt" | tee -a "$OUT/device.log"
 fi
+# The device tool returns few files: everything else travels in one archive.
+tar -czf "$OUT/decode_artifacts.tar.gz" -C "$OUT" --exclude decode_artifacts.tar.gz . 2>/dev/null

@@ -79,7 +79,10 @@ def test_graph_capture_then_replay_with_new_inputs(qtype: QType, t: int) -> None
     xh2 = random_x(np.random.default_rng(seed + 1), t, K).astype(ml_dtypes.bfloat16)
     x[...] = to_bf16_device(xh2.astype(np.float64))
     out[...] = nan_like_out(t, N)
-    stream.synchronize()
+    # The two writes above ran on the legacy default stream, which a non-blocking stream
+    # does not wait for: without a device-wide sync the NaN fill can land after the
+    # replay (seen on the H200 with a 4 us kernel).
+    cp.cuda.Device().synchronize()
     graph.launch(stream)
     stream.synchronize()
     check_against_oracle(out, xh2, w64, f"graph {qtype.name} T={t}", qtype.name, seed)
