@@ -45,15 +45,15 @@ __device__ __forceinline__ u32 smem_u32(const void* p) {
   asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
   return a;
 }
-__device__ __forceinline__ void cp_async4(void* s, const void* g) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_u32(s)), "l"(g));
+__device__ __forceinline__ void cp_async4(u32 s, const void* g) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(s), "l"(g));
 }
-__device__ __forceinline__ void cp_async8(void* s, const void* g) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(smem_u32(s)), "l"(g));
+__device__ __forceinline__ void cp_async8(u32 s, const void* g) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(s), "l"(g));
 }
 // 16 bytes, of which the first `bytes` come from g and the rest are zero-filled.
-__device__ __forceinline__ void cp_async16(void* s, const void* g, int bytes = 16) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_u32(s)), "l"(g), "r"(bytes));
+__device__ __forceinline__ void cp_async16(u32 s, const void* g, int bytes = 16) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(g), "r"(bytes));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 template <int N>
@@ -109,22 +109,32 @@ template <int HB, int OFF> struct Dec4 {
   // rows gid and gid+8: one conflict-free LDS.128), QH [16 rows][16 or 32 B], scales
   // [16 rows][4 B].
   static constexpr int QH_B = HB * 16, SC_B = 4, WBYTES = 1024 + 16 * QH_B + 16 * SC_B;
-  __device__ __forceinline__ static void copy(const WPlanes& p, int n_mt, int N, int st, int lane, u8* sm) {
+  // Per-lane sources of one m-tile, computed once (a stage adds st * its plane stride).
+  struct Src {
+    const u8* q[2];
+    const u8* h;
+    const u8* s;
+  };
+  __device__ __forceinline__ static void src(const WPlanes& p, int n_mt, int N, int lane, Src& g) {
     const int gid = lane >> 2, tig = lane & 3;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const u8* row = p.qs + (size_t)min(n_mt + gid + 8 * h, N - 1) * (p.kpad / 2) + st * 64 + tig * 8;
-#pragma unroll
-      for (int j = 0; j < 2; ++j) cp_async8(sm + j * 512 + lane * 16 + h * 8, row + j * 32);
-    }
+    for (int i = 0; i < 2; ++i) g.q[i] = p.qs + (size_t)min(n_mt + gid + 8 * i, N - 1) * (p.kpad / 2) + tig * 8;
     const size_t r16 = (size_t)min(n_mt + (lane & 15), N - 1);
+    if constexpr (HB == 1) g.h = p.qh + r16 * (p.kpad / 8);
+    if constexpr (HB == 2) g.h = p.qh + (size_t)min(n_mt + (lane >> 1), N - 1) * (p.kpad / 4) + (lane & 1) * 16;
+    g.s = p.sc + r16 * (p.kpad / 64) * 2;
+  }
+  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 sm) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) cp_async8(sm + j * 512 + lane * 16 + i * 8, g.q[i] + st * 64 + j * 32);
     if constexpr (HB == 1) {
-      if (lane < 16) cp_async16(sm + 1024 + lane * 16, p.qh + r16 * (p.kpad / 8) + st * 16);
+      if (lane < 16) cp_async16(sm + 1024 + lane * 16, g.h + st * 16);
     } else if constexpr (HB == 2) {
-      const size_t r = (size_t)min(n_mt + (lane >> 1), N - 1);
-      cp_async16(sm + 1024 + lane * 16, p.qh + r * (p.kpad / 4) + st * 32 + (lane & 1) * 16);
+      cp_async16(sm + 1024 + lane * 16, g.h + st * 32);
     }
-    if (lane < 16) cp_async4(sm + 1024 + 16 * QH_B + lane * 4, p.sc + (r16 * (p.kpad / 64) + st * 2) * 2);
+    if (lane < 16) cp_async4(sm + 1024 + 16 * QH_B + lane * 4, g.s + st * 4);
   }
   __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
     const int gid = lane >> 2, tig = lane & 3;
@@ -181,16 +191,22 @@ template <> struct Dec<QT_NVFP4> : Dec4<0, 0> {
   };
   // Stage layout: QS as Dec4, scales [16 rows][8 B] (E4M3).
   static constexpr int WBYTES = 1024 + 16 * 8;
-  __device__ __forceinline__ static void copy(const WPlanes& p, int n_mt, int N, int st, int lane, u8* sm) {
+  struct Src {
+    const u8* q[2];
+    const u8* s;
+  };
+  __device__ __forceinline__ static void src(const WPlanes& p, int n_mt, int N, int lane, Src& g) {
     const int gid = lane >> 2, tig = lane & 3;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const u8* row = p.qs + (size_t)min(n_mt + gid + 8 * h, N - 1) * (p.kpad / 2) + st * 64 + tig * 8;
+    for (int i = 0; i < 2; ++i) g.q[i] = p.qs + (size_t)min(n_mt + gid + 8 * i, N - 1) * (p.kpad / 2) + tig * 8;
+    g.s = p.sc + (size_t)min(n_mt + (lane & 15), N - 1) * (p.kpad / 16);
+  }
+  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 sm) {
 #pragma unroll
-      for (int j = 0; j < 2; ++j) cp_async8(sm + j * 512 + lane * 16 + h * 8, row + j * 32);
-    }
-    if (lane < 16)
-      cp_async8(sm + 1024 + lane * 8, p.sc + (size_t)min(n_mt + lane, N - 1) * (p.kpad / 16) + st * 8);
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) cp_async8(sm + j * 512 + lane * 16 + i * 8, g.q[i] + st * 64 + j * 32);
+    if (lane < 16) cp_async8(sm + 1024 + lane * 8, g.s + st * 8);
   }
   __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
     const int gid = lane >> 2, tig = lane & 3;
@@ -233,18 +249,25 @@ template <> struct Dec<QT_W8> {
   };
   // Stage layout: QS [2 slabs][2 groups][32 lanes][16 B], scales [16 rows][8 B].
   static constexpr int WBYTES = 2048 + 16 * 8;
-  __device__ __forceinline__ static void copy(const WPlanes& p, int n_mt, int N, int st, int lane, u8* sm) {
+  struct Src {
+    const u8* q[2];
+    const u8* s;
+  };
+  __device__ __forceinline__ static void src(const WPlanes& p, int n_mt, int N, int lane, Src& g) {
     const int gid = lane >> 2, tig = lane & 3;
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const u8* row = p.qs + (size_t)min(n_mt + gid + 8 * i, N - 1) * p.kpad + st * 128 + tig * 8;
+    for (int i = 0; i < 2; ++i) g.q[i] = p.qs + (size_t)min(n_mt + gid + 8 * i, N - 1) * p.kpad + tig * 8;
+    g.s = p.sc + (size_t)min(n_mt + (lane & 15), N - 1) * (p.kpad / 32) * 2;
+  }
+  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 sm) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
 #pragma unroll
       for (int j = 0; j < 2; ++j)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) cp_async8(sm + (2 * j + h) * 512 + lane * 16 + i * 8, row + j * 64 + h * 32);
-    }
-    if (lane < 16)
-      cp_async8(sm + 2048 + lane * 8, p.sc + ((size_t)min(n_mt + lane, N - 1) * (p.kpad / 32) + st * 4) * 2);
+        for (int h = 0; h < 2; ++h)
+          cp_async8(sm + (2 * j + h) * 512 + lane * 16 + i * 8, g.q[i] + st * 128 + j * 64 + h * 32);
+    if (lane < 16) cp_async8(sm + 2048 + lane * 8, g.s + st * 8);
   }
   __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
     const int gid = lane >> 2;
@@ -294,16 +317,22 @@ template <> struct Dec<QT_BF16> {
   };
   // Stage layout: [2 slabs][2 rows][2 halves][32 lanes][16 B] (a lane's 32 bytes per row).
   static constexpr int WBYTES = 4096;
-  __device__ __forceinline__ static void copy(const WPlanes& p, int n_mt, int N, int st, int lane, u8* sm) {
+  struct Src {
+    const u8* q[2];
+  };
+  __device__ __forceinline__ static void src(const WPlanes& p, int n_mt, int N, int lane, Src& g) {
     const int gid = lane >> 2, tig = lane & 3;
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const u8* row = p.qs + ((size_t)min(n_mt + gid + 8 * i, N - 1) * p.kpad + st * 128 + tig * 16) * 2;
+    for (int i = 0; i < 2; ++i) g.q[i] = p.qs + ((size_t)min(n_mt + gid + 8 * i, N - 1) * p.kpad + tig * 16) * 2;
+  }
+  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 sm) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
 #pragma unroll
       for (int j = 0; j < 2; ++j)
 #pragma unroll
-        for (int c = 0; c < 2; ++c) cp_async16(sm + ((2 * j + i) * 2 + c) * 512 + lane * 16, row + j * 128 + c * 16);
-    }
+        for (int c = 0; c < 2; ++c)
+          cp_async16(sm + ((2 * j + i) * 2 + c) * 512 + lane * 16, g.q[i] + st * 256 + j * 128 + c * 16);
   }
   __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
 #pragma unroll
@@ -333,6 +362,18 @@ template <> struct Dec<QT_BF16> {
 // LDS.128s of the 8 token rows of a phase fall in distinct banks.
 #define DEC_XS 272
 
+// x rows whose base or pitch is not 16-byte aligned (a strided view): no cp.async, plain
+// loads, columns >= K as zero. Out of line: the aligned path is the one that runs.
+__device__ __noinline__ void copy_x8_unaligned(u8* dst, const bf16_t* g, int kc, int K) {
+  u32 w[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const int kk = kc + 2 * q;
+    w[q] = (kk < K ? (u32)g[2 * q] : 0u) | ((kk + 1 < K ? (u32)g[2 * q + 1] : 0u) << 16);
+  }
+  *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 // NT: 8-token MMA column tiles (T tile = 8 NT); MT: 16-row MMA tiles per warp; WR:
 // row-warps sharing a staged x tile; WK: k-groups splitting K; S: ring stages (S - 1 in
 // flight). Dynamic shared memory: max(S * stage bytes, the reduction buffer), see
@@ -361,31 +402,43 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
   const WPlanes p{qs, qh, sc, kpad};
   const bool vec = xvec != 0;
 
-  auto issue = [&](int i) {
+  // Everything a stage's copies need that does not depend on the stage, computed once:
+  // per-lane sources (a stage adds st * stride) and shared-space destinations.
+  typename D::Src src[MT];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) D::src(p, n_w + 16 * mt, N, lane, src[mt]);
+  const u32 sm0 = smem_u32(smem);
+  const u32 w_off = WK * XT + warp * MT * D::WBYTES;
+  // x chunks (16 bytes = 8 k) of this k-group's tile that this lane copies each stage.
+  constexpr int XCH = (TT * 16 + 32 * WR - 1) / (32 * WR);
+  int x_off[XCH];  // element offset in x of the chunk's first column, -1: none
+  int x_col[XCH];  // that column within the stage (0, 8, ..., 120)
+  u32 xs_off[XCH];
+#pragma unroll
+  for (int r = 0; r < XCH; ++r) {
+    const int c = wr * 32 + lane + r * 32 * WR;
+    x_off[r] = c < txc * 16 ? (t0 + (c >> 4)) * K + (c & 15) * 8 : -1;
+    x_col[r] = (c & 15) * 8;
+    xs_off[r] = grp * XT + (c >> 4) * DEC_XS + (c & 15) * 16;
+  }
+
+  auto issue = [&](int i, u32 base) {
     const int st = i * WK + grp;
     if (i < iters && st < nst) {
-      u8* base = smem + (i % S) * SB;
-      u8* xs = base + grp * XT;
-      for (int c = wr * 32 + lane; c < txc * 16; c += 32 * WR) {
-        const int row = c >> 4, k = st * 128 + (c & 15) * 8;
-        const bf16_t* src = x + (size_t)(t0 + row) * K + k;
-        u8* dst = xs + row * DEC_XS + (c & 15) * 16;
-        if (vec) {
-          const int bytes = max(0, min(16, (K - k) * 2));  // columns >= K: zero-filled
-          cp_async16(dst, bytes ? src : x, bytes);
-        } else {
-          u32 w[4];
 #pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            const int kk = k + 2 * q;
-            w[q] = (kk < K ? (u32)src[2 * q] : 0u) | ((kk + 1 < K ? (u32)src[2 * q + 1] : 0u) << 16);
-          }
-          *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+      for (int r = 0; r < XCH; ++r) {
+        if (x_off[r] < 0) continue;
+        const int kc = x_col[r] + st * 128;  // column of the chunk in its row
+        const bf16_t* g = x + x_off[r] + st * 128;
+        if (vec) {
+          const int bytes = max(0, min(16, (K - kc) * 2));  // columns >= K: zero-filled
+          cp_async16(base + xs_off[r], bytes ? g : x, bytes);
+        } else {
+          copy_x8_unaligned(smem + (base - sm0) + xs_off[r], g, kc, K);
         }
       }
-      u8* ws = base + WK * XT + warp * MT * D::WBYTES;
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) D::copy(p, n_w + 16 * mt, N, st, lane, ws + mt * D::WBYTES);
+      for (int mt = 0; mt < MT; ++mt) D::copy(src[mt], st, lane, base + w_off + mt * D::WBYTES);
     }
     cp_async_commit();  // empty groups too: the wait count below stays uniform
   };
@@ -398,34 +451,38 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
 
+  // Ring slots rotate by offset: slot(i) = i mod S, without a division in the loop.
 #pragma unroll
-  for (int i = 0; i < S - 1; ++i) issue(i);
+  for (int i = 0; i < S - 1; ++i) issue(i, sm0 + i * SB);
+  u32 rd = 0, wr_slot = (S - 1) * SB;  // byte offsets of the slots read and refilled
   for (int i = 0; i < iters; ++i) {
     cp_async_wait<S - 2>();  // stage i has landed for this thread ...
     __syncthreads();         // ... and for every thread; stage i-1's readers are done
-    issue(i + S - 1);        // refills the slot stage i-1 used
+    issue(i + S - 1, sm0 + wr_slot);  // refills the slot stage i-1 used
+    wr_slot = rd;
+    const u8* base = smem + rd;
+    rd = rd + SB == S * SB ? 0 : rd + SB;
     if (i * WK + grp >= nst) continue;
-    const u8* base = smem + (i % S) * SB;
     const u8* xs = base + grp * XT;
-    const u8* ws = base + WK * XT + warp * MT * D::WBYTES;
+    const u8* ws = base + w_off;
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       u32 b[NT][4][2];
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const int tr = 8 * nt + gid;
-        u32 X[8];
         if (tr < txc) {
+          u32 X[8];
 #pragma unroll
           for (int run = 0; run < 2; ++run) {
             const uint4 q = lds16(xs + tr * DEC_XS + 2 * (64 * j + D::xoff(tig, run)));
             X[4 * run] = q.x; X[4 * run + 1] = q.y; X[4 * run + 2] = q.z; X[4 * run + 3] = q.w;
           }
-        } else {
+          D::bfrag(X, b[nt]);
+        } else {  // tokens past T: zero columns, no loads and no permutes
 #pragma unroll
-          for (int q = 0; q < 8; ++q) X[q] = 0u;
+          for (int ks = 0; ks < 4; ++ks) b[nt][ks][0] = b[nt][ks][1] = 0u;
         }
-        D::bfrag(X, b[nt]);
       }
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
