@@ -70,6 +70,24 @@ struct WPlanes {
   int kpad;
 };
 
+// Storage order (docs/formats.md, ninfer/formats/tiling.py): rows in bands of 16, K in
+// stages of 128; a band stores stage after stage, each stage one contiguous block in
+// the order the decode kernel stages it. Row r of a band: i = (r >> 3), gid = r & 7.
+// band_base(n, row_bytes): start of row n's band in a plane of row_bytes per row.
+__device__ __forceinline__ size_t band_base(int n, int row_bytes) {
+  return (size_t)(n & ~15) * (size_t)row_bytes;
+}
+// Byte address of 8 contiguous row bytes [8 tig, 8 tig + 8) of slab j of stage st,
+// 4-bit codes (64 bytes per row per stage).
+__device__ __forceinline__ const u8* codes4_at(const WPlanes& p, int n, int st, int j, int tig) {
+  const int r = n & 15;
+  return p.qs + band_base(n, p.kpad / 2) + st * 1024 + j * 512 + ((r & 7) * 4 + tig) * 16 + (r >> 3) * 8;
+}
+// Address of a row's byte c (of sb bytes per stage) in a "rows"-ordered plane.
+__device__ __forceinline__ const u8* rows_at(const u8* plane, int n, int row_bytes, int sb, int c) {
+  return plane + band_base(n, row_bytes) + (c / sb) * 16 * sb + (n & 15) * sb + (c % sb);
+}
+
 // Fmt<QT>::codes: the 32 weights of chunk c (k = 32c .. 32c+31) of row n, WITHOUT the
 // group scale, as floats that are exactly BF16-representable (small integers, E2M1
 // values, or BF16 values). Kernels multiply by the scale after summing a group, so the
@@ -89,34 +107,47 @@ __device__ __forceinline__ void unpack_nibbles(uint4 q, float v[32], float off) 
     }
 }
 
+// The 16 code bytes of chunk c of row n (4-bit formats): two 8-byte pieces.
+__device__ __forceinline__ uint4 load_codes4(const WPlanes& p, int n, int c) {
+  const int st = c >> 2, j = (c >> 1) & 1, t = 2 * (c & 1);
+  const uint2 a = __ldg(reinterpret_cast<const uint2*>(codes4_at(p, n, st, j, t)));
+  const uint2 b = __ldg(reinterpret_cast<const uint2*>(codes4_at(p, n, st, j, t + 1)));
+  return make_uint4(a.x, a.y, b.x, b.y);
+}
+
+__device__ __forceinline__ float fp16_scale(const u8* sc, int n, int kpad, int group, int g) {
+  const int row_bytes = kpad / group * 2, sb = 2 * 128 / group;
+  return h2f(__ldg(reinterpret_cast<const unsigned short*>(rows_at(sc, n, row_bytes, sb, 2 * g))));
+}
+
 template <> struct Fmt<QT_Q4> {
   static constexpr int GROUP = 64;
   __device__ __forceinline__ static void codes(const WPlanes& p, int n, int c, float v[32]) {
-    unpack_nibbles(ldg16(p.qs + (size_t)n * (p.kpad / 2) + (size_t)c * 16), v, 8.f);
+    unpack_nibbles(load_codes4(p, n, c), v, 8.f);
   }
   __device__ __forceinline__ static float scale(const WPlanes& p, int n, int g) {
-    return h2f(__ldg(reinterpret_cast<const unsigned short*>(p.sc) + (size_t)n * (p.kpad / 64) + g));
+    return fp16_scale(p.sc, n, p.kpad, 64, g);
   }
 };
 
 template <> struct Fmt<QT_Q5> {
   static constexpr int GROUP = 64;
   __device__ __forceinline__ static void codes(const WPlanes& p, int n, int c, float v[32]) {
-    unpack_nibbles(ldg16(p.qs + (size_t)n * (p.kpad / 2) + (size_t)c * 16), v, 16.f);
-    u32 hb = __ldg(reinterpret_cast<const u32*>(p.qh + (size_t)n * (p.kpad / 8)) + c);
+    unpack_nibbles(load_codes4(p, n, c), v, 16.f);
+    const u32 hb = __ldg(reinterpret_cast<const u32*>(rows_at(p.qh, n, p.kpad / 8, 16, 4 * c)));
 #pragma unroll
     for (int i = 0; i < 32; ++i) v[i] += (float)(((hb >> i) & 1u) << 4);
   }
   __device__ __forceinline__ static float scale(const WPlanes& p, int n, int g) {
-    return Fmt<QT_Q4>::scale(p, n, g);
+    return fp16_scale(p.sc, n, p.kpad, 64, g);
   }
 };
 
 template <> struct Fmt<QT_Q6> {
   static constexpr int GROUP = 64;
   __device__ __forceinline__ static void codes(const WPlanes& p, int n, int c, float v[32]) {
-    unpack_nibbles(ldg16(p.qs + (size_t)n * (p.kpad / 2) + (size_t)c * 16), v, 32.f);
-    uint2 hb = __ldg(reinterpret_cast<const uint2*>(p.qh + (size_t)n * (p.kpad / 4)) + c);
+    unpack_nibbles(load_codes4(p, n, c), v, 32.f);
+    const uint2 hb = __ldg(reinterpret_cast<const uint2*>(rows_at(p.qh, n, p.kpad / 4, 32, 8 * c)));
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
       v[i] += (float)(((hb.x >> (2 * i)) & 3u) << 4);
@@ -124,30 +155,35 @@ template <> struct Fmt<QT_Q6> {
     }
   }
   __device__ __forceinline__ static float scale(const WPlanes& p, int n, int g) {
-    return Fmt<QT_Q4>::scale(p, n, g);
+    return fp16_scale(p.sc, n, p.kpad, 64, g);
   }
 };
 
 template <> struct Fmt<QT_W8> {
   static constexpr int GROUP = 32;
+  // Chunk c is one group: slab j, group h of stage st; four 8-byte pieces (tig 0..3).
   __device__ __forceinline__ static void codes(const WPlanes& p, int n, int c, float v[32]) {
-    const u8* row = p.qs + (size_t)n * p.kpad + (size_t)c * 32;
-    uint4 a = ldg16(row), b = ldg16(row + 16);
-    const u32 w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    const int st = c >> 2, j = (c >> 1) & 1, h = c & 1, r = n & 15;
+    const u8* base = p.qs + band_base(n, p.kpad) + st * 2048 + (2 * j + h) * 512 + (r & 7) * 64 + (r >> 3) * 8;
 #pragma unroll
-    for (int i = 0; i < 8; ++i)
+    for (int t = 0; t < 4; ++t) {
+      const uint2 q = __ldg(reinterpret_cast<const uint2*>(base + t * 16));
+      const u32 w[2] = {q.x, q.y};
 #pragma unroll
-      for (int j = 0; j < 4; ++j) v[4 * i + j] = (float)(signed char)((w[i] >> (8 * j)) & 0xffu);
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int b = 0; b < 4; ++b) v[8 * t + 4 * i + b] = (float)(signed char)((w[i] >> (8 * b)) & 0xffu);
+    }
   }
   __device__ __forceinline__ static float scale(const WPlanes& p, int n, int g) {
-    return h2f(__ldg(reinterpret_cast<const unsigned short*>(p.sc) + (size_t)n * (p.kpad / 32) + g));
+    return fp16_scale(p.sc, n, p.kpad, 32, g);
   }
 };
 
 template <> struct Fmt<QT_NVFP4> {
   static constexpr int GROUP = 16;
   __device__ __forceinline__ static void codes(const WPlanes& p, int n, int c, float v[32]) {
-    uint4 q = ldg16(p.qs + (size_t)n * (p.kpad / 2) + (size_t)c * 16);
+    const uint4 q = load_codes4(p, n, c);
     const u32 w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i)
@@ -156,22 +192,25 @@ template <> struct Fmt<QT_NVFP4> {
   }
   // The FP32 tensor scale is applied once, in the epilogue.
   __device__ __forceinline__ static float scale(const WPlanes& p, int n, int g) {
-    return e4m3_to_f(__ldg(p.sc + (size_t)n * (p.kpad / 16) + g));
+    return e4m3_to_f(__ldg(rows_at(p.sc, n, p.kpad / 16, 8, g)));
   }
 };
 
 template <> struct Fmt<QT_BF16> {
   static constexpr int GROUP = 0;
+  // Chunk c: 32 values of slab j of stage st, lanes tig 2(c&1), 2(c&1)+1, halves 0, 1.
   __device__ __forceinline__ static void codes(const WPlanes& p, int n, int c, float v[32]) {
-    const u8* row = p.qs + ((size_t)n * p.kpad + (size_t)c * 32) * 2;
+    const int st = c >> 2, j = (c >> 1) & 1, r = n & 15;
+    const u8* base = p.qs + band_base(n, p.kpad * 2) + st * 4096 + (2 * j + (r >> 3)) * 1024 + (r & 7) * 64;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      uint4 q = ldg16(row + 16 * i);
+    for (int q4 = 0; q4 < 4; ++q4) {
+      const int tig = 2 * (c & 1) + (q4 >> 1), half = q4 & 1;
+      const uint4 q = ldg16(base + half * 512 + tig * 16);
       const u32 w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        v[8 * i + 2 * j] = __uint_as_float(w[j] << 16);
-        v[8 * i + 2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+      for (int e = 0; e < 4; ++e) {
+        v[8 * q4 + 2 * e] = __uint_as_float(w[e] << 16);
+        v[8 * q4 + 2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u);
       }
     }
   }

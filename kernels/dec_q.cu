@@ -45,12 +45,6 @@ __device__ __forceinline__ u32 smem_u32(const void* p) {
   asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
   return a;
 }
-__device__ __forceinline__ void cp_async4(u32 s, const void* g) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(s), "l"(g));
-}
-__device__ __forceinline__ void cp_async8(u32 s, const void* g) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(s), "l"(g));
-}
 // 16 bytes, of which the first `bytes` come from g and the rest are zero-filled.
 __device__ __forceinline__ void cp_async16(u32 s, const void* g, int bytes = 16) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(g), "r"(bytes));
@@ -109,32 +103,27 @@ template <int HB, int OFF> struct Dec4 {
   // rows gid and gid+8: one conflict-free LDS.128), QH [16 rows][16 or 32 B], scales
   // [16 rows][4 B].
   static constexpr int QH_B = HB * 16, SC_B = 4, WBYTES = 1024 + 16 * QH_B + 16 * SC_B;
-  // Per-lane sources of one m-tile, computed once (a stage adds st * its plane stride).
+  // Per-lane sources of one m-tile (a 16-row band), computed once; a stage adds st times
+  // its block size. Storage order makes every stage block contiguous (formats.md).
   struct Src {
-    const u8* q[2];
+    const u8* q;
     const u8* h;
     const u8* s;
   };
-  __device__ __forceinline__ static void src(const WPlanes& p, int n_mt, int N, int lane, Src& g) {
-    const int gid = lane >> 2, tig = lane & 3;
-#pragma unroll
-    for (int i = 0; i < 2; ++i) g.q[i] = p.qs + (size_t)min(n_mt + gid + 8 * i, N - 1) * (p.kpad / 2) + tig * 8;
-    const size_t r16 = (size_t)min(n_mt + (lane & 15), N - 1);
-    if constexpr (HB == 1) g.h = p.qh + r16 * (p.kpad / 8);
-    if constexpr (HB == 2) g.h = p.qh + (size_t)min(n_mt + (lane >> 1), N - 1) * (p.kpad / 4) + (lane & 1) * 16;
-    g.s = p.sc + r16 * (p.kpad / 64) * 2;
+  __device__ __forceinline__ static void src(const WPlanes& p, int n_mt, int lane, Src& g) {
+    g.q = p.qs + band_base(n_mt, p.kpad / 2) + lane * 16;
+    if constexpr (HB > 0) g.h = p.qh + band_base(n_mt, p.kpad / 8 * HB) + lane * 16;
+    g.s = p.sc + band_base(n_mt, p.kpad / 32) + lane * 16;
   }
   __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 sm) {
 #pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int j = 0; j < 2; ++j) cp_async8(sm + j * 512 + lane * 16 + i * 8, g.q[i] + st * 64 + j * 32);
+    for (int j = 0; j < 2; ++j) cp_async16(sm + j * 512 + lane * 16, g.q + st * 1024 + j * 512);
     if constexpr (HB == 1) {
-      if (lane < 16) cp_async16(sm + 1024 + lane * 16, g.h + st * 16);
+      if (lane < 16) cp_async16(sm + 1024 + lane * 16, g.h + st * 256);
     } else if constexpr (HB == 2) {
-      cp_async16(sm + 1024 + lane * 16, g.h + st * 32);
+      cp_async16(sm + 1024 + lane * 16, g.h + st * 512);
     }
-    if (lane < 16) cp_async4(sm + 1024 + 16 * QH_B + lane * 4, g.s + st * 4);
+    if (lane < 4) cp_async16(sm + 1024 + 16 * QH_B + lane * 16, g.s + st * 64);
   }
   __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
     const int gid = lane >> 2, tig = lane & 3;
@@ -192,21 +181,17 @@ template <> struct Dec<QT_NVFP4> : Dec4<0, 0> {
   // Stage layout: QS as Dec4, scales [16 rows][8 B] (E4M3).
   static constexpr int WBYTES = 1024 + 16 * 8;
   struct Src {
-    const u8* q[2];
+    const u8* q;
     const u8* s;
   };
-  __device__ __forceinline__ static void src(const WPlanes& p, int n_mt, int N, int lane, Src& g) {
-    const int gid = lane >> 2, tig = lane & 3;
-#pragma unroll
-    for (int i = 0; i < 2; ++i) g.q[i] = p.qs + (size_t)min(n_mt + gid + 8 * i, N - 1) * (p.kpad / 2) + tig * 8;
-    g.s = p.sc + (size_t)min(n_mt + (lane & 15), N - 1) * (p.kpad / 16);
+  __device__ __forceinline__ static void src(const WPlanes& p, int n_mt, int lane, Src& g) {
+    g.q = p.qs + band_base(n_mt, p.kpad / 2) + lane * 16;
+    g.s = p.sc + band_base(n_mt, p.kpad / 16) + lane * 16;
   }
   __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 sm) {
 #pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int j = 0; j < 2; ++j) cp_async8(sm + j * 512 + lane * 16 + i * 8, g.q[i] + st * 64 + j * 32);
-    if (lane < 16) cp_async8(sm + 1024 + lane * 8, g.s + st * 8);
+    for (int j = 0; j < 2; ++j) cp_async16(sm + j * 512 + lane * 16, g.q + st * 1024 + j * 512);
+    if (lane < 8) cp_async16(sm + 1024 + lane * 16, g.s + st * 128);
   }
   __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
     const int gid = lane >> 2, tig = lane & 3;
@@ -250,24 +235,17 @@ template <> struct Dec<QT_W8> {
   // Stage layout: QS [2 slabs][2 groups][32 lanes][16 B], scales [16 rows][8 B].
   static constexpr int WBYTES = 2048 + 16 * 8;
   struct Src {
-    const u8* q[2];
+    const u8* q;
     const u8* s;
   };
-  __device__ __forceinline__ static void src(const WPlanes& p, int n_mt, int N, int lane, Src& g) {
-    const int gid = lane >> 2, tig = lane & 3;
-#pragma unroll
-    for (int i = 0; i < 2; ++i) g.q[i] = p.qs + (size_t)min(n_mt + gid + 8 * i, N - 1) * p.kpad + tig * 8;
-    g.s = p.sc + (size_t)min(n_mt + (lane & 15), N - 1) * (p.kpad / 32) * 2;
+  __device__ __forceinline__ static void src(const WPlanes& p, int n_mt, int lane, Src& g) {
+    g.q = p.qs + band_base(n_mt, p.kpad) + lane * 16;
+    g.s = p.sc + band_base(n_mt, p.kpad / 16) + lane * 16;
   }
   __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 sm) {
 #pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          cp_async8(sm + (2 * j + h) * 512 + lane * 16 + i * 8, g.q[i] + st * 128 + j * 64 + h * 32);
-    if (lane < 16) cp_async8(sm + 2048 + lane * 8, g.s + st * 8);
+    for (int m = 0; m < 4; ++m) cp_async16(sm + m * 512 + lane * 16, g.q + st * 2048 + m * 512);
+    if (lane < 8) cp_async16(sm + 2048 + lane * 16, g.s + st * 128);
   }
   __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
     const int gid = lane >> 2;
@@ -318,21 +296,14 @@ template <> struct Dec<QT_BF16> {
   // Stage layout: [2 slabs][2 rows][2 halves][32 lanes][16 B] (a lane's 32 bytes per row).
   static constexpr int WBYTES = 4096;
   struct Src {
-    const u8* q[2];
+    const u8* q;
   };
-  __device__ __forceinline__ static void src(const WPlanes& p, int n_mt, int N, int lane, Src& g) {
-    const int gid = lane >> 2, tig = lane & 3;
-#pragma unroll
-    for (int i = 0; i < 2; ++i) g.q[i] = p.qs + ((size_t)min(n_mt + gid + 8 * i, N - 1) * p.kpad + tig * 16) * 2;
+  __device__ __forceinline__ static void src(const WPlanes& p, int n_mt, int lane, Src& g) {
+    g.q = p.qs + band_base(n_mt, p.kpad * 2) + lane * 16;
   }
   __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 sm) {
 #pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int c = 0; c < 2; ++c)
-          cp_async16(sm + ((2 * j + i) * 2 + c) * 512 + lane * 16, g.q[i] + st * 256 + j * 128 + c * 16);
+    for (int m = 0; m < 8; ++m) cp_async16(sm + m * 512 + lane * 16, g.q + st * 4096 + m * 512);
   }
   __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
 #pragma unroll
@@ -406,7 +377,7 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
   // per-lane sources (a stage adds st * stride) and shared-space destinations.
   typename D::Src src[MT];
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt) D::src(p, n_w + 16 * mt, N, lane, src[mt]);
+  for (int mt = 0; mt < MT; ++mt) D::src(p, n_w + 16 * mt, lane, src[mt]);
   const u32 sm0 = smem_u32(smem);
   const u32 w_off = WK * XT + warp * MT * D::WBYTES;
   // x chunks (16 bytes = 8 k) of this k-group's tile that this lane copies each stage.
@@ -438,7 +409,8 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
         }
       }
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) D::copy(src[mt], st, lane, base + w_off + mt * D::WBYTES);
+      for (int mt = 0; mt < MT; ++mt)  // bands past N are not stored (their rows are dropped)
+        if (n_w + 16 * mt < N) D::copy(src[mt], st, lane, base + w_off + mt * D::WBYTES);
     }
     cp_async_commit();  // empty groups too: the wait count below stays uniform
   };

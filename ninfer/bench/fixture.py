@@ -15,6 +15,7 @@ import numpy as np
 from ..formats.layout import PLANES
 from ..formats.packed import PackedWeight
 from ..formats.qtype import QType, k_padded
+from ..formats.tiling import tile
 from ..runtime.cupy_env import require_cupy
 
 # The byte that decodes to 0 in each code plane, for the padding columns (per format).
@@ -52,7 +53,8 @@ def random_device_weight(qtype: QType, n: int, k: int, seed: int = 0) -> PackedW
             if k < k_pad:
                 first = k // (k_pad // shape[1]) if shape[1] != k_pad else k
                 arr[:, first:] = np.array(_ZERO_BYTE[(qtype, p.name)], np.uint8).view(p.dtype)
-        planes[p.name] = cp.ascontiguousarray(arr)
+        # Drawn row-major, stored band-tiled (formats/tiling.py), as pack() stores.
+        planes[p.name] = tile(cp.ascontiguousarray(arr), p.tiling, k_pad)
     ts = 1.0 / (6.0 * 448.0) if qtype is QType.NVFP4 else 1.0
     return PackedWeight(qtype, n, k, planes, ts, int(cp.cuda.Device().id))
 

@@ -8,7 +8,9 @@ from typing import Any
 import numpy as np
 
 from .fp import decode_e2m1, decode_e4m3
+from .layout import PLANES
 from .qtype import FORMATS, QType
+from .tiling import untile
 
 
 def nibbles(qs: np.ndarray) -> np.ndarray:
@@ -42,10 +44,16 @@ def integer_codes(qtype: QType, planes: Mapping[str, Any]) -> np.ndarray:
     return code - spec.code_offset
 
 
+def row_major(qtype: QType, planes: Mapping[str, Any], n: int, k_pad: int) -> dict[str, np.ndarray]:
+    """Host planes in storage order -> row-major ``[N, cols]`` (band padding dropped)."""
+    return {p.name: untile(np.asarray(planes[p.name]), p.tiling, k_pad)[:n] for p in PLANES[qtype]}
+
+
 def decode_planes(
     qtype: QType, planes: Mapping[str, Any], n: int, k_pad: int, tensor_scale: float = 1.0
 ) -> np.ndarray:
-    """Exact float64 ``[N, K_pad]`` values of host planes."""
+    """Exact float64 ``[N, K_pad]`` values of host planes (storage order)."""
+    planes = row_major(qtype, planes, n, k_pad)
     if qtype is QType.BF16:
         return np.asarray(planes["w"]).astype(np.float64)
     group = FORMATS[qtype].group

@@ -20,6 +20,7 @@ from .fp import E2M1_MAX, E4M3_MAG, E4M3_MAX, encode_e2m1, encode_e4m3
 from .layout import PLANES
 from .packed import PackedWeight
 from .qtype import FORMATS, QType, k_padded
+from .tiling import tile
 
 _ROW_BLOCK = 2048  # rows packed at a time: bounds the float64 temporaries
 
@@ -104,8 +105,11 @@ def pack(w: Any, qtype: QType | str) -> PackedWeight:
             blocks.append(_pack_nvfp4(wp, tensor_scale))
         else:
             blocks.append(_pack_integer(qt, wp))
-    planes = {
-        p.name: np.ascontiguousarray(np.concatenate([b[p.name] for b in blocks]))
-        for p in PLANES[qt]
-    }
+    planes = {}
+    for p in PLANES[qt]:
+        rows = np.concatenate([b[p.name] for b in blocks])
+        # Band padding rows are zero bytes: code 0 with scale 0 (value 0), never output.
+        full = np.zeros(p.shape(n, k_pad), p.dtype)
+        full[:n] = rows
+        planes[p.name] = tile(full, p.tiling, k_pad)
     return PackedWeight(qt, n, k, planes, tensor_scale)

@@ -8,6 +8,7 @@ import pytest
 
 from ninfer import QType, pack, weight_bytes
 from ninfer.formats import FORMATS, PLANES, k_padded
+from ninfer.formats.decode import row_major
 from ninfer.formats.fp import E2M1_MAG, E4M3_MAG, decode_e2m1, decode_e4m3, encode_e2m1, encode_e4m3
 
 BYTES_PER_GROUP = {QType.Q4: 34, QType.Q5: 42, QType.Q6: 50, QType.W8: 34, QType.NVFP4: 9}
@@ -64,10 +65,10 @@ def test_round_trip_within_half_step(qtype: QType) -> None:
     elif qtype is QType.NVFP4:
         # Half the gap between neighbouring E2M1 values (widest gap 2, between 4 and 6),
         # in units of the group's decoded scale.
-        s = p.tensor_scale * E4M3_MAG[np.asarray(p.planes["scales"])]
+        s = p.tensor_scale * E4M3_MAG[row_major(qtype, p.planes, n, p.k_pad)["scales"]]
         step = np.repeat(s, 16, axis=1)[:, :k] * 1.0
     else:
-        s = np.asarray(p.planes["scales"]).astype(np.float64)
+        s = row_major(qtype, p.planes, n, p.k_pad)["scales"].astype(np.float64)
         step = np.repeat(s, GROUP[qtype], axis=1)[:, :k] * 0.5
     err = np.abs(d - w)
     assert np.all(err <= step * (1 + 1e-6) + 1e-12), (
@@ -94,43 +95,78 @@ def test_pack_is_deterministic(qtype: QType) -> None:
     assert a.tensor_scale == b.tensor_scale
 
 
+def stored_byte(plane: np.ndarray, kind: str, r: int, c: int, k_pad: int) -> int:
+    """Byte ``c`` of row ``r`` of a plane in row-major terms, read at its storage address.
+
+    Written from docs/formats.md ("Storage order"), independent of ninfer.formats.tiling.
+    """
+    flat = np.ascontiguousarray(plane).view(np.uint8).reshape(-1)
+    width = flat.size // plane.shape[0]  # bytes per stored row
+    sb = width // (k_pad // 128)  # bytes per row per 128-k stage
+    band, rr = divmod(r, 16)
+    i, gid = divmod(rr, 8)
+    st, cc = divmod(c, sb)
+    if kind == "codes4":
+        off = (cc // 32) * 512 + (gid * 4 + (cc % 32) // 8) * 16 + i * 8 + cc % 8
+    elif kind == "codes8":
+        j, h = cc // 64, (cc % 64) // 32
+        off = (2 * j + h) * 512 + (gid * 4 + (cc % 32) // 8) * 16 + i * 8 + cc % 8
+    elif kind == "bf16":
+        j, tig, half = cc // 128, (cc % 128) // 32, (cc % 32) // 16
+        off = ((2 * j + i) * 2 + half) * 512 + (gid * 4 + tig) * 16 + cc % 16
+    else:  # "rows"
+        off = rr * sb + cc
+    return int(flat[band * 16 * width + st * 16 * sb + off])
+
+
 def naive_decode(p) -> np.ndarray:  # type: ignore[no-untyped-def]
     """Element-by-element decoder written from docs/formats.md, independent of ninfer's."""
     n, kp = p.n, p.k_pad
     out = np.zeros((n, kp))
     pl = {k: np.asarray(v) for k, v in p.planes.items()}
+
+    def u8(name: str, kind: str, r: int, c: int) -> int:
+        return stored_byte(pl[name], kind, r, c, kp)
+
+    def f16(name: str, r: int, g: int) -> float:
+        raw = bytes([u8(name, "rows", r, 2 * g), u8(name, "rows", r, 2 * g + 1)])
+        return float(np.frombuffer(raw, np.float16)[0])
+
     for r in range(n):
         for k in range(kp):
             if p.qtype is QType.BF16:
-                out[r, k] = float(pl["w"][r, k])
+                raw = bytes([u8("w", "bf16", r, 2 * k), u8("w", "bf16", r, 2 * k + 1)])
+                out[r, k] = float(np.frombuffer(raw, ml_dtypes.bfloat16)[0])
                 continue
             if p.qtype is QType.W8:
-                out[r, k] = float(pl["scales"][r, k // 32]) * int(pl["qs"][r, k])
+                q = u8("qs", "codes8", r, k)
+                out[r, k] = f16("scales", r, k // 32) * (q - 256 if q > 127 else q)
                 continue
-            byte = int(pl["qs"][r, k // 2])
+            byte = u8("qs", "codes4", r, k // 2)
             nib = (byte >> 4) if k % 2 else (byte & 15)
             if p.qtype is QType.NVFP4:
                 sign = -1.0 if nib & 8 else 1.0
                 e, m = (nib >> 1) & 3, nib & 1
                 v = m * 0.5 if e == 0 else (1 + m / 2) * 2.0 ** (e - 1)
-                sb = int(pl["scales"][r, k // 16])
+                sb = u8("scales", "rows", r, k // 16)
                 se, sm = sb >> 3, sb & 7
                 s = sm / 8 * 2.0**-6 if se == 0 else (1 + sm / 8) * 2.0 ** (se - 7)
                 out[r, k] = sign * v * s * float(np.float32(p.tensor_scale))
                 continue
             code = nib
             if p.qtype is QType.Q5:
-                code |= ((int(pl["qh"][r, k // 8]) >> (k % 8)) & 1) << 4
+                code |= ((u8("qh", "rows", r, k // 8) >> (k % 8)) & 1) << 4
             if p.qtype is QType.Q6:
-                code |= ((int(pl["qh"][r, k // 4]) >> (2 * (k % 4))) & 3) << 4
+                code |= ((u8("qh", "rows", r, k // 4) >> (2 * (k % 4))) & 3) << 4
             off = {QType.Q4: 8, QType.Q5: 16, QType.Q6: 32}[p.qtype]
-            out[r, k] = float(pl["scales"][r, k // 64]) * (code - off)
+            out[r, k] = f16("scales", r, k // 64) * (code - off)
     return out
 
 
 @pytest.mark.parametrize("qtype", list(QType), ids=lambda q: q.name)
 def test_naive_decoder_agrees_bit_exactly(qtype: QType) -> None:
-    p = pack(_weights(np.random.default_rng(5), 5, 300), qtype)
+    # 21 rows: two bands, the second one padded; K = 300 pads to 384 (three stages).
+    p = pack(_weights(np.random.default_rng(5), 21, 300), qtype)
     a, b = p.decode(full=True), naive_decode(p)
     assert np.array_equal(a.view(np.uint64), b.view(np.uint64))
 
