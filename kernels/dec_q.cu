@@ -2,12 +2,14 @@
 // x as the B operand, fed through a cp.async ring in shared memory.
 //
 // Why this shape: at T <= 64 the op is a stream over W, and a stream is only as fast
-// as the bytes it keeps in flight (H200: ~4.5 TB/s x ~1 us => tens of KB per SM).
-// Register-staged loads capped that at a few KB per warp and stalled while decoding;
-// cp.async puts S-1 stages (128 k each) in flight per warp at no register cost. Each
-// weight byte is read once (the four lanes of a fragment row read one 32-byte sector),
-// decoded with a few integer ops into BF16 pairs and fed to the tensor core, which does
-// the T-fold reuse that FP32 FMAs could not afford (64 FMAs per weight at T = 64).
+// as the bytes it keeps in flight (H200: ~4.5 TB/s x ~1 us => tens of KB per SM) and
+// as contiguous as HBM wants them. The planes are stored band-tiled (formats.md): one
+// stage (128 k) of one 16-row band is one contiguous block, copied with 16-byte
+// cp.async straight into the shared-memory order the fragments are read in; S-1 stages
+// per warp are in flight at no register cost. (Row-major planes put 16 rows x 64 bytes
+// per stage 2.5 KB apart and ran BF16 at half of cuBLAS: docs/perf/decode_h200.md.)
+// Each weight byte is read once, decoded with a few integer ops into BF16 pairs and fed
+// to the tensor core, which does the T-fold reuse FP32 FMAs could not afford.
 // A block is WK k-groups x WR row-warps: the WR warps of a k-group share its staged x
 // tile (x traffic from L2 shrinks WR-fold, which matters at larger T), the WK groups
 // split K and are reduced through shared memory at the end in a fixed order
@@ -85,9 +87,9 @@ __device__ __forceinline__ u32 hi_pair(u32 h, int wb, int s) {
 
 // Per-format decoders. A thread of lane-quad column tig owns, in slab s (k = 64 s ...),
 // the k offsets its Dec names. copy() issues the cp.async of one stage (two slabs) of
-// one 16-row m-tile into WBYTES of shared memory; read() takes a lane's raw bits of
-// slab j (rows gid and gid + 8) from there; frag() builds the A registers of the slab's
-// four k-steps:
+// one 16-row band (contiguous in storage) into WBYTES of shared memory, in storage
+// order; read() takes a lane's raw bits of slab j (rows gid and gid + 8) from there;
+// frag() builds the A registers of the slab's four k-steps:
 // a[ks][0] / a[ks][1] = rows 0 / 1 at slots (2tig, 2tig+1), a[ks][2] / a[ks][3] at
 // (2tig+8, 2tig+9). GSTEP: k-steps per scaled group (0: the scale is inside A or none).
 template <int QT> struct Dec;

@@ -5,9 +5,24 @@
 #
 # Usage (repo root): bash tools/device_decode.sh [steps]
 #   steps: any of conformance tune floor ncu tables sweeps host (default: all of them)
+#   BUNDLE=path/to/repo.bundle: run in a clone of the bundle's HEAD (records carry the
+#   real commit and dirty=false); BASELINE=1 also refreshes baselines/h200 there
+#   (tools/device_regress.sh conformance baseline) before the decode steps.
 set -uo pipefail
 OUT=${OUT:-runs/device}
 mkdir -p "$OUT"
+OUT=$(realpath "$OUT")
+if [ -n "${BUNDLE:-}" ] && [ -z "${NINFER_IN_CLONE:-}" ]; then
+  clone=/tmp/ninfer-decode-clone
+  rm -rf "$clone" && git clone -q "$BUNDLE" "$clone" || exit 1
+  git -C "$clone" checkout -q --detach "$(git bundle list-heads "$BUNDLE" | awk '$2=="HEAD"{print $1}')" || exit 1
+  cp -r .whl "$clone/" 2>/dev/null
+  cd "$clone" || exit 1
+  if [ -n "${BASELINE:-}" ]; then
+    NINFER_IN_CLONE=1 OUT="$OUT" bash tools/device_regress.sh conformance baseline
+  fi
+  NINFER_IN_CLONE=1 OUT="$OUT" exec bash tools/device_decode.sh "$@"
+fi
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
 STEPS=${*:-conformance tune floor ncu tables sweeps host}

@@ -86,6 +86,11 @@ class PackedWeight:
             for name, a in self.planes.items()
         )
 
+    @functools.cached_property
+    def dispatch_cache(self) -> dict[Any, Any]:
+        """Internal: ``ninfer.ops.linear``'s resolved routes and launch plans for this weight."""
+        return {}
+
     @property
     def is_device(self) -> bool:
         return self.device_id is not None

@@ -14,7 +14,7 @@ from ..formats.packed import PackedWeight
 from ..formats.qtype import QType
 from ..policy import Policy
 from ..routes import table
-from ..routes.launch import launch
+from ..routes.launch import Plan
 from ..routes.problem import Problem
 from ..routes.table import Route, select
 from ..runtime.interop import DevArray, describe, resolve_stream
@@ -129,8 +129,8 @@ def linear(
             raise ValueError(
                 f"out: expected memory disjoint from the weight, got overlap with plane {name!r}"
             )
-    p, route = _route(wd, t, pol)
-    need = int(route.launcher.workspace_bytes(p))
+    d = _dispatch(wd, t, pol)
+    need = d.need
     if workspace is not None:
         wsd = describe(workspace, "workspace")
         if wsd.device != wd.device_id:
@@ -144,4 +144,37 @@ def linear(
     elif need > 0:
         raise ValueError(f"workspace: expected a device buffer of at least {need} bytes, got None")
     handle = resolve_stream(stream, prefer_torch="torch" in (xd.kind, od.kind))
-    launch(route, p, wd, xd, od, handle)
+    d.plan().run(xd.ptr, od.ptr, handle)
+
+
+class _Dispatch:
+    """What a (weight, T, policy) resolves to: problem, route, workspace need, launch plan.
+
+    Cached on the weight (its planes never change), so a repeated call skips selection
+    and marshalling: host dispatch is a budgeted cost (docs/perf/decode_h200.md).
+    """
+
+    __slots__ = ("_plan", "_w", "need", "problem", "route")
+
+    def __init__(self, w: PackedWeight, t: int, policy: Policy) -> None:
+        self.problem, self.route = _route(w, t, policy)
+        self.need = int(self.route.launcher.workspace_bytes(self.problem))
+        self._plan: Plan | None = None
+        self._w = w
+
+    def plan(self) -> Plan:
+        if self._plan is None:  # built at the first launch (compiles on first use)
+            self._plan = Plan(self.route, self.problem, self._w)
+        return self._plan
+
+
+def _dispatch(w: PackedWeight, t: int, policy: Policy) -> _Dispatch:
+    cache = w.dispatch_cache
+    # id(ROUTE_TABLES): a replaced table (tests) never serves a stale route.
+    key = (t, policy is Policy.A4, id(table.ROUTE_TABLES))
+    d = cache.get(key)
+    if d is None:
+        if len(cache) >= 256:  # T is bounded in practice; stay bounded anyway
+            cache.clear()
+        d = cache[key] = _Dispatch(w, t, policy)
+    return d

@@ -113,6 +113,18 @@ def describe(a: Any, what: str) -> DevArray:
     raise TypeError(f"{what}: expected a CuPy array or a torch CUDA tensor, got {type(a).__name__}")
 
 
+_GET_STREAM: Any = None
+
+
+def _current_cupy_stream() -> Any:
+    global _GET_STREAM
+    if _GET_STREAM is None:
+        import cupy
+
+        _GET_STREAM = cupy.cuda.get_current_stream
+    return _GET_STREAM
+
+
 def resolve_stream(stream: Any, prefer_torch: bool) -> int:
     """A raw cudaStream_t handle for ``stream`` (None: the current stream of the inputs' framework)."""
     if stream is None:
@@ -120,9 +132,7 @@ def resolve_stream(stream: Any, prefer_torch: bool) -> int:
             import torch
 
             return int(torch.cuda.current_stream().cuda_stream)
-        import cupy
-
-        return int(cupy.cuda.get_current_stream().ptr)
+        return int(_current_cupy_stream()().ptr)
     if isinstance(stream, (int, np.integer)) and not isinstance(stream, bool):
         if stream < 0:
             raise ValueError(f"stream: expected a non-negative raw handle, got {stream}")

@@ -86,3 +86,5 @@ def test_dec_q_tiles_fit_the_smallest_shared_memory() -> None:
             need = dec_q.tile_shared_bytes(q, t, tl)
             assert need <= 99 * 1024, (q, t, tl, need)
             assert tl.nt * 8 >= t, (q, t, tl)
+        # one set of seams for the conformance suite: every format changes tile at one T
+        assert tuple(tl.t_max for tl in dec_q.TILES[q][:-1]) == dec_q.T_EDGES, q
