@@ -31,7 +31,7 @@ D=docs/perf/decode_h200
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
   echo "commit=$(git rev-parse HEAD 2>/dev/null || echo "${NINFER_GIT_COMMIT:-?}") steps=$STEPS"
-} 2>&1 | tee "$OUT/device.log"
+} 2>&1 | tee -a "$OUT/device.log"
 
 if has conformance; then
   echo "== conformance" | tee -a "$OUT/device.log"

@@ -62,7 +62,8 @@ TILES: dict[QType, tuple[Tile, ...]] = {
     QType.Q6: _TILES_4BIT,
     QType.NVFP4: _TILES_4BIT,
     QType.W8: (
-        Tile(8, 1, 2, 1, 4, 3),
+        # MT=1: twice the blocks of MT=2; small-N W8 heads ([2048,16384]) starve at N/32.
+        Tile(8, 1, 1, 1, 4, 3),
         Tile(16, 2, 2, 2, 2, 3),
         Tile(32, 4, 2, 4, 1, 3),
         Tile(64, 8, 1, 4, 1, 3),
