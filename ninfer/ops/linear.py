@@ -130,7 +130,7 @@ def linear(
                 f"out: expected memory disjoint from the weight, got overlap with plane {name!r}"
             )
     d = _dispatch(wd, t, pol)
-    need = d.need
+    need = int(d.route.launcher.workspace_bytes(d.problem))
     if workspace is not None:
         wsd = describe(workspace, "workspace")
         if wsd.device != wd.device_id:
