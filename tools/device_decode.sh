@@ -51,7 +51,8 @@ if has floor; then
 fi
 if has ncu; then
   echo "== ncu" | tee -a "$OUT/device.log"
-  for pt in "q4 14336 5120 1" "q4 6144 5120 1" "q4 14336 5120 64"; do
+  IFS=, read -r -a points <<< "${NCU_POINTS:-q4 14336 5120 1,q4 6144 5120 1,q4 14336 5120 64}"
+  for pt in "${points[@]}"; do
     set -- $pt
     $PY -m ninfer.bench ncu --qtype "$1" --n "$2" --k "$3" --t "$4" 2>&1 | sed "s/^/[$1 $2x$3 T=$4] /" | tee -a "$OUT/device.log"
     timeout 120 ncu --set full --profile-from-start off --clock-control none --page details \

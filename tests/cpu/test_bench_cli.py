@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ninfer.bench.cli import main
@@ -35,6 +37,10 @@ def test_sweep_list(capsys: pytest.CaptureFixture[str]) -> None:
         (["--qtype", "q4", "--t", "1"], "needs --n --k"),
         (["--suite", "all", "--t", "4"], "--suite/--suite-file take no"),
         (
+            ["--suite", "all", "--suite-file", "docs/perf/decode_h200/decode_14336.yaml"],
+            "one of --suite and --suite-file",
+        ),
+        (
             ["--qtype", "q4", "--n", "64", "--k", "128", "--sweep", "1:8", "--profile"],
             "exactly one point",
         ),
@@ -52,3 +58,42 @@ def test_single_point_without_gpu_exits_2(capsys: pytest.CaptureFixture[str]) ->
     assert main(["--qtype", "q4", "--n", "4096", "--k", "5120", "--t", "1"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("ninfer-bench: error:") and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "count"), [("decode_14336", 21), ("decode_heads", 9), ("decode_q4_6144", 3)]
+)
+def test_suite_file_lists_the_decode_tables(
+    name: str, count: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = Path(__file__).resolve().parents[2] / "docs" / "perf" / "decode_h200" / f"{name}.yaml"
+    assert main(["--suite-file", str(path), "--list"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == str(count)
+
+
+def test_suite_file_name_must_match_its_stem(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "mine.yaml"
+    f.write_text(
+        "suite: other\npolicy: a16\nt_classes: {d: [1]}\n"
+        "entries:\n  - {label: a, qtype: q4, n: 64, k: 128, t_class: d}\n"
+    )
+    assert main(["--suite-file", str(f), "--list"]) == 2
+    assert "expected 'mine' (the file name)" in capsys.readouterr().err
+
+
+def test_tinygemm_is_a_peer_of_q4_only() -> None:
+    from ninfer.bench.peers import PEERS, applies
+
+    assert "tinygemm" in PEERS and "cublas" in PEERS
+    assert applies("tinygemm", "q4")
+    assert not any(applies("tinygemm", q) for q in ("q5", "q6", "w8", "nvfp4", "bf16"))
+    assert all(applies("cublas", q) for q in ("q4", "q5", "q6", "w8", "nvfp4", "bf16"))
+
+
+def test_peer_choices_parse() -> None:
+    from ninfer.bench.cli import build_parser
+
+    args = build_parser().parse_args(["--peer", "tinygemm", "--peer", "cublas"])
+    assert args.peer == ["tinygemm", "cublas"]
