@@ -148,17 +148,17 @@ def linear(
 
 
 class _Dispatch:
-    """What a (weight, T, policy) resolves to: problem, route, workspace need, launch plan.
+    """What a (weight, T, policy) resolves to: problem, route and launch plan.
 
     Cached on the weight (its planes never change), so a repeated call skips selection
-    and marshalling: host dispatch is a budgeted cost (docs/perf/decode_h200.md).
+    and marshalling: host dispatch is a budgeted cost (docs/perf/decode_h200.md). The
+    workspace need is asked of the route on every call, as the public query does.
     """
 
-    __slots__ = ("_plan", "_w", "need", "problem", "route")
+    __slots__ = ("_plan", "_w", "problem", "route")
 
     def __init__(self, w: PackedWeight, t: int, policy: Policy) -> None:
         self.problem, self.route = _route(w, t, policy)
-        self.need = int(self.route.launcher.workspace_bytes(self.problem))
         self._plan: Plan | None = None
         self._w = w
 
