@@ -27,7 +27,6 @@ WBYTES: dict[QType, int] = {
     QType.BF16: 4096,
 }
 XS = 272  # DEC_XS: bytes of one staged x row (128 k of BF16 + 16 bytes of padding)
-MAX_SHARED = 227 * 1024  # the opt-in dynamic shared memory of sm_80/sm_90 (sm_120: 99 KiB)
 
 
 @dataclass(frozen=True)
