@@ -16,7 +16,7 @@ from ..gpus import lookup
 from ..ops import linear, linear_workspace_bytes
 from .fixture import random_activations, random_device_weight
 from .metrics import Ceilings, byte_breakdown, point_metrics
-from .peers import applies, cublas_call, tinygemm_call
+from .peers import PeerUnavailable, applies, cublas_call, tinygemm_call
 from .points import BenchPoint, group_points
 from .results import SCHEMA, SCHEMA_VERSION, environment
 from .timer import ColdTimer
@@ -177,7 +177,12 @@ def run_points(args: argparse.Namespace, points: list[BenchPoint]) -> int:
                 if not applies(peer, qtype.value):
                     row[f"{peer}_us"] = row[f"speedup_vs_{peer}"] = None
                     continue
-                ps = _time_peer(peer, timer, n, k, p.t)
+                try:
+                    ps = _time_peer(peer, timer, n, k, p.t)
+                except PeerUnavailable as e:  # e.g. tinygemm on a K it cannot tile
+                    row[f"{peer}_us"] = row[f"speedup_vs_{peer}"] = None
+                    rec["peers"][peer] = {"unavailable": str(e)}
+                    continue
                 row[f"{peer}_us"] = ps.median_us
                 row[f"speedup_vs_{peer}"] = ps.median_us / s.median_us
                 rec["peers"][peer] = {
