@@ -16,10 +16,8 @@ import argparse
 import json
 import sys
 
-import numpy as np
-
 from ninfer.bench.timer import ColdTimer
-from ninfer.gpus.probe import _READ_SRC
+from ninfer.gpus.probe import read_buffer, read_call
 
 # (label, bytes): model bytes of the decode points at T=1 (weight + x + out).
 SIZES = [
@@ -39,20 +37,13 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     args = ap.parse_args()
-    kern = cp.RawKernel(_READ_SRC, "ninfer_read")
-    sms = cp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
-    sink = cp.zeros(1, cp.uint32)
     rows = []
     print("label bytes cold_us cold_GBps hot_us hot_GBps (grid = SMs x 16 x 512 threads)")
     for label, nbytes in SIZES:
         nbytes -= nbytes % 16
-        buf = cp.random.default_rng(3).integers(0, 2**31, size=nbytes // 4, dtype=cp.int32)
-        n16 = np.uint64(nbytes // 16)
+        buf = read_buffer(nbytes, seed=3)
+        call = read_call(buf, 16)
         cp.cuda.Device().synchronize()
-
-        def call(buf=buf, n16=n16) -> None:  # type: ignore[no-untyped-def]
-            kern((sms * 16,), (512,), (buf, n16, sink))
-
         cold = ColdTimer(3, 20, 256, "graph").time(call).median_us
         hot = ColdTimer(3, 20, 0, "graph").time(call).median_us
         rows.append({"label": label, "bytes": nbytes, "cold_us": cold, "hot_us": hot})

@@ -102,7 +102,7 @@ def main() -> int:
                             np.int32(w.k_pad), np.uint64(x.data.ptr), np.uint64(out.data.ptr),
                             np.int32(t), np.int32(1),
                         )  # fmt: skip
-                        grid = ((n + tl.rows - 1) // tl.rows, (t + 8 * tl.nt - 1) // (8 * tl.nt), 1)
+                        grid = tl.grid(n, t)
 
                         def call(fn=fn, grid=grid, tl=tl, kargs=kargs, shared=shared) -> None:  # type: ignore[no-untyped-def]
                             fn(grid, (tl.threads, 1, 1), kargs, shared_mem=shared)

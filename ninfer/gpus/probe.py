@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,19 +47,35 @@ def _events_ms(cp: Any, fn: Any, repeat: int) -> list[float]:
     return out
 
 
+def read_buffer(nbytes: int, seed: int) -> Any:
+    """``nbytes`` of random int32 on the current device (never zeros: METHOD.md)."""
+    cp = require_cupy()
+    return cp.random.default_rng(seed).integers(0, 2**31, size=nbytes // 4, dtype=cp.int32)
+
+
+def read_call(buf: Any, blocks_per_sm: int) -> Callable[[], None]:
+    """One launch of the probe's uint4 read over ``buf``: SMs x blocks_per_sm x 512 threads.
+
+    The sustained-read probe, the timer tests and tools/read_floor.py time this call.
+    """
+    cp = require_cupy()
+    sms = int(cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["multiProcessorCount"])
+    sink = cp.zeros(1, cp.uint32)
+    kern = cp.RawKernel(_READ_SRC, "ninfer_read")
+    n16 = np.uint64(buf.nbytes // 16)
+    return lambda: kern((sms * blocks_per_sm,), (512,), (buf, n16, sink))
+
+
 def run_probe(read_gib: float = 4.0, repeat: int = 10) -> dict[str, Any]:
     cp = require_cupy()
     dev = cp.cuda.Device()
     props = cp.cuda.runtime.getDeviceProperties(dev.id)
     sms = int(props["multiProcessorCount"])
     nbytes = int(read_gib * (1 << 30))
-    buf = cp.random.default_rng(0).integers(0, 2**31, size=nbytes // 4, dtype=cp.int32)
-    sink = cp.zeros(1, cp.uint32)
-    kern = cp.RawKernel(_READ_SRC, "ninfer_read")
-    n16 = np.uint64(nbytes // 16)
+    buf = read_buffer(nbytes, seed=0)
     read: dict[str, float] = {}
     for per_sm in (4, 8, 16, 32):
-        fn = lambda g=sms * per_sm: kern((g,), (512,), (buf, n16, sink))  # noqa: E731
+        fn = read_call(buf, per_sm)
         fn()
         ms = float(np.median(_events_ms(cp, fn, repeat)))
         read[str(per_sm)] = nbytes / (ms * 1e-3) / 1e9

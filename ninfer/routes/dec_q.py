@@ -46,6 +46,9 @@ class Tile:
     def threads(self) -> int:
         return 32 * self.wr * self.wk
 
+    def grid(self, n: int, t: int) -> tuple[int, int, int]:
+        return ((n + self.rows - 1) // self.rows, (t + 8 * self.nt - 1) // (8 * self.nt), 1)
+
 
 # Per format, by T range: measured on the H200 (tools/tune_dec_q.py; the table and the
 # numbers are in docs/perf/decode_h200.md), each within 99 KiB of shared memory.
@@ -104,8 +107,7 @@ def block(p: Problem) -> tuple[int, int, int]:
 
 
 def grid(p: Problem) -> tuple[int, int, int]:
-    tl = tile(p.qtype, p.t)
-    return ((p.n + tl.rows - 1) // tl.rows, (p.t + 8 * tl.nt - 1) // (8 * tl.nt), 1)
+    return tile(p.qtype, p.t).grid(p.n, p.t)
 
 
 def tile_shared_bytes(qtype: QType, t: int, tl: Tile) -> int:

@@ -28,16 +28,9 @@ def _linear_call(qtype: QType, n: int, k: int, t: int):  # type: ignore[no-untyp
 
 def _read_call(nbytes: int, blocks_per_sm: int, seed: int):  # type: ignore[no-untyped-def]
     """The probe's uint4 read kernel over ``nbytes`` of random data, as one call."""
-    import cupy as cp
+    from ninfer.gpus.probe import read_buffer, read_call
 
-    from ninfer.gpus.probe import _READ_SRC
-
-    buf = cp.random.default_rng(seed).integers(0, 2**31, size=nbytes // 4, dtype=cp.int32)
-    sink = cp.zeros(1, cp.uint32)
-    kern = cp.RawKernel(_READ_SRC, "ninfer_read")
-    sms = cp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
-    n16 = np.uint64(nbytes // 16)
-    return lambda: kern((sms * blocks_per_sm,), (512,), (buf, n16, sink))
+    return read_call(read_buffer(nbytes, seed), blocks_per_sm)
 
 
 def test_cold_timer_reproduces_probe_read_bandwidth() -> None:
