@@ -95,6 +95,10 @@ __device__ __forceinline__ const u8* rows_at(const u8* plane, int n, int row_byt
 // Fmt<QT>::scale: the scale of group g of row n. GROUP is the group size (0: none).
 template <int QT> struct Fmt;
 
+// Small unsigned integer c (< 2^23) -> float exactly, without the quarter-rate I2F:
+// the bits of 2^23 + c, minus 2^23 (one LOP and one FADD).
+__device__ __forceinline__ float u2f_exact(u32 c) { return __uint_as_float(0x4B000000u | c) - 8388608.f; }
+
 __device__ __forceinline__ void unpack_nibbles(uint4 q, float v[32], float off) {
   const u32 w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
@@ -102,8 +106,8 @@ __device__ __forceinline__ void unpack_nibbles(uint4 q, float v[32], float off) 
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       u32 b = (w[i] >> (8 * j)) & 0xffu;
-      v[8 * i + 2 * j] = (float)(b & 15u) - off;
-      v[8 * i + 2 * j + 1] = (float)(b >> 4) - off;
+      v[8 * i + 2 * j] = __uint_as_float(0x4B000000u | (b & 15u)) - (8388608.f + off);
+      v[8 * i + 2 * j + 1] = __uint_as_float(0x4B000000u | (b >> 4)) - (8388608.f + off);
     }
 }
 
@@ -136,7 +140,7 @@ template <> struct Fmt<QT_Q5> {
     unpack_nibbles(load_codes4(p, n, c), v, 16.f);
     const u32 hb = __ldg(reinterpret_cast<const u32*>(rows_at(p.qh, n, p.kpad / 8, 16, 4 * c)));
 #pragma unroll
-    for (int i = 0; i < 32; ++i) v[i] += (float)(((hb >> i) & 1u) << 4);
+    for (int i = 0; i < 32; ++i) v[i] += u2f_exact(((hb >> i) & 1u) << 4);
   }
   __device__ __forceinline__ static float scale(const WPlanes& p, int n, int g) {
     return fp16_scale(p.sc, n, p.kpad, 64, g);
@@ -150,8 +154,8 @@ template <> struct Fmt<QT_Q6> {
     const uint2 hb = __ldg(reinterpret_cast<const uint2*>(rows_at(p.qh, n, p.kpad / 4, 32, 8 * c)));
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
-      v[i] += (float)(((hb.x >> (2 * i)) & 3u) << 4);
-      v[16 + i] += (float)(((hb.y >> (2 * i)) & 3u) << 4);
+      v[i] += u2f_exact(((hb.x >> (2 * i)) & 3u) << 4);
+      v[16 + i] += u2f_exact(((hb.y >> (2 * i)) & 3u) << 4);
     }
   }
   __device__ __forceinline__ static float scale(const WPlanes& p, int n, int g) {
@@ -172,7 +176,7 @@ template <> struct Fmt<QT_W8> {
 #pragma unroll
       for (int i = 0; i < 2; ++i)
 #pragma unroll
-        for (int b = 0; b < 4; ++b) v[8 * t + 4 * i + b] = (float)(signed char)((w[i] >> (8 * b)) & 0xffu);
+        for (int b = 0; b < 4; ++b) v[8 * t + 4 * i + b] = u2f_exact(((w[i] >> (8 * b)) & 0xffu) ^ 0x80u) - 128.f;
     }
   }
   __device__ __forceinline__ static float scale(const WPlanes& p, int n, int g) {

@@ -131,6 +131,7 @@ def linear(
             )
     d = _dispatch(wd, t, pol)
     need = int(d.route.launcher.workspace_bytes(d.problem))
+    ws_ptr = 0
     if workspace is not None:
         wsd = describe(workspace, "workspace")
         if wsd.device != wd.device_id:
@@ -141,10 +142,13 @@ def linear(
             raise ValueError(f"workspace: expected at least {need} bytes, got {wsd.nbytes}")
         if _overlap(wsd.span(), od.span()) or _overlap(wsd.span(), xd.span()):
             raise ValueError("workspace: expected memory disjoint from x and out")
+        if need > 0 and wsd.ptr % 16:
+            raise ValueError(f"workspace: expected a 16-byte aligned address, got {wsd.ptr:#x}")
+        ws_ptr = wsd.ptr
     elif need > 0:
         raise ValueError(f"workspace: expected a device buffer of at least {need} bytes, got None")
     handle = resolve_stream(stream, prefer_torch="torch" in (xd.kind, od.kind))
-    d.plan().run(xd.ptr, od.ptr, handle)
+    d.plan().run(xd.ptr, od.ptr, handle, ws_ptr)
 
 
 class _Dispatch:
@@ -159,12 +163,15 @@ class _Dispatch:
 
     def __init__(self, w: PackedWeight, t: int, policy: Policy) -> None:
         self.problem, self.route = _route(w, t, policy)
-        self._plan: Plan | None = None
+        self._plan: Any = None
         self._w = w
 
-    def plan(self) -> Plan:
+    def plan(self) -> Any:
         if self._plan is None:  # built at the first launch (compiles on first use)
-            self._plan = Plan(self.route, self.problem, self._w)
+            make = getattr(self.route.launcher, "make_plan", None)
+            self._plan = (
+                make(self.problem, self._w) if make else Plan(self.route, self.problem, self._w)
+            )
         return self._plan
 
 

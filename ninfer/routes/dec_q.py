@@ -77,6 +77,10 @@ TILES: dict[QType, tuple[Tile, ...]] = {
         Tile(64, 8, 1, 4, 1, 3),
     ),
 }
+TUNING = ";".join(
+    f"{q.value}:" + ",".join(f"{t.t_max}/{t.nt}/{t.mt}/{t.wr}/{t.wk}/{t.s}" for t in TILES[q])
+    for q in sorted(TILES, key=lambda q: q.value)
+)
 # Every format changes tile at the same T: one set of seams for the conformance suite.
 T_EDGES: tuple[int, ...] = tuple(tl.t_max for tl in _TILES_4BIT[:-1])
 

@@ -71,7 +71,7 @@ class Plan:
         self.row_bytes_x = p.k * 2
         self.lock = threading.Lock()
 
-    def run(self, x_ptr: int, out_ptr: int, stream: int) -> None:
+    def run(self, x_ptr: int, out_ptr: int, stream: int, ws_ptr: int = 0) -> None:
         driver, runtime = _cuda_api()
         g, b = self.grid, self.block
         with self.lock:

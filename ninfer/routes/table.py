@@ -13,7 +13,7 @@ from types import ModuleType
 from ..errors import UnsupportedProblem
 from ..formats.qtype import QType
 from ..policy import Policy
-from . import dec_q, mma_q
+from . import dec_q, dq_gemm
 from .problem import Problem
 
 ALL_QTYPES = frozenset(QType)
@@ -43,11 +43,16 @@ class Route:
         return LAUNCHERS[self.name]
 
 
-LAUNCHERS: dict[str, ModuleType] = {m.NAME: m for m in (dec_q, mma_q)}
+LAUNCHERS: dict[str, ModuleType] = {m.NAME: m for m in (dec_q, dq_gemm)}
 
 _PORTABLE = (
     Route("dec_q", 1, dec_q.T_MAX, note="tensor-core GEMV: W decoded from global into A fragments"),
-    Route("mma_q", dec_q.T_MAX + 1, None, note="mma.sync m16n8k16 64x64x64 tiles"),
+    Route(
+        "dq_gemm",
+        dec_q.T_MAX + 1,
+        None,
+        note="weight band decoded to BF16 in the workspace, then cuBLAS",
+    ),
 )
 
 # Keyed by the lowest compute capability each table serves; a device uses the table of
@@ -108,4 +113,7 @@ def fingerprint() -> str:
             h.update(f"{cc}:{r.name}:{r.t_min}:{r.t_max}:{qtypes}:{r.compute.value};".encode())
     for name in sorted(LAUNCHERS):
         h.update(repr(LAUNCHERS[name].INSTANCES).encode())
+        # Host-side choices that change what runs without touching kernels/ (tile per T
+        # range, band size): canonical text, like the tables.
+        h.update(LAUNCHERS[name].TUNING.encode())
     return h.hexdigest()[:16]

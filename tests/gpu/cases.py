@@ -6,11 +6,19 @@ from typing import Any
 
 import numpy as np
 
-from ninfer import Policy, QType
+from ninfer import PackedWeight, Policy, QType
 from ninfer.ops import linear, linear_workspace_bytes
-from ninfer.routes import ROUTE_TABLES, Problem, seams, select
+from ninfer.routes import ROUTE_TABLES, Problem, dq_gemm, seams, select
 
-from .oracle import bf16_bits, check_against_oracle, packed_case, random_x, seed_for, to_bf16_device
+from .oracle import (
+    bf16_bits,
+    bf16_rounded,
+    check_against_oracle,
+    packed_case,
+    random_x,
+    seed_for,
+    to_bf16_device,
+)
 
 # Odd N (1152, 4304), padded K (4304 -> 4352), and a small shape whose N is no tile multiple.
 SHAPES = [(264, 640), (4304, 1152), (1152, 4304)]
@@ -61,11 +69,33 @@ def run_case(
     xh = random_x(rng, t, k)
     x = to_bf16_device(xh, kind)
     out = nan_like_out(t, n, kind)
-    assert linear_workspace_bytes(w, t, policy) == 0
-    linear(x, w, out, policy=policy)
+    linear(x, w, out, policy=policy, workspace=workspace_for(w, t, policy))
     check_against_oracle(
-        out, _bf16(xh), w64, f"{route} {qtype.name} [{n},{k}] T={t} {kind}", qtype.name, seed
+        out,
+        _bf16(xh),
+        oracle_weight(w, t, w64, policy),
+        f"{route} {qtype.name} [{n},{k}] T={t} {kind}",
+        qtype.name,
+        seed,
     )
+
+
+def workspace_for(w: PackedWeight, t: int, policy: Policy = Policy.A16) -> Any:
+    """A device buffer of exactly the public query's size, or None when it is 0."""
+    need = linear_workspace_bytes(w, t, policy)
+    if need == 0:
+        return None
+    import cupy as cp
+
+    return cp.empty(need, dtype=cp.uint8)
+
+
+def oracle_weight(w: PackedWeight, t: int, w64: Any, policy: Policy = Policy.A16) -> Any:
+    """The weight the selected route multiplies (DESIGN §5: the oracle follows the route)."""
+    p = Problem(w.qtype, policy, w.n, w.k, t, device_cc())
+    if select(p).name == "dq_gemm" and w.qtype in dq_gemm.ROUNDS_WEIGHT:
+        return bf16_rounded(w64)
+    return w64
 
 
 def _bf16(a: np.ndarray) -> np.ndarray:

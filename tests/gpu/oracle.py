@@ -60,6 +60,13 @@ def packed_case(qtype: QType, n: int, k: int, seed: int) -> tuple[PackedWeight, 
     return host.to_device(), cp.asarray(host.decode())
 
 
+def bf16_rounded(w64: Any) -> Any:
+    """Each weight rounded once to BF16 (nearest even): what dq_gemm multiplies."""
+    import cupy as cp
+
+    return cp.asarray(w64.get().astype(ml_dtypes.bfloat16).astype(np.float64))
+
+
 def to_bf16_device(a: np.ndarray, kind: str = "cupy") -> Any:
     bits = np.ascontiguousarray(a.astype(ml_dtypes.bfloat16)).view(np.uint16)
     if kind == "torch":

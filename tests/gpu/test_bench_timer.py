@@ -8,7 +8,7 @@ import pytest
 from ninfer import Policy, QType
 from ninfer.bench.fixture import random_activations, random_device_weight
 from ninfer.bench.timer import ColdTimer
-from ninfer.ops import linear
+from ninfer.ops import linear, linear_workspace_bytes
 
 # Timing tests run serially on one GPU, never beside other GPU work (see noxfile conformance).
 pytestmark = pytest.mark.timing
@@ -20,7 +20,9 @@ def _linear_call(qtype: QType, n: int, k: int, t: int):  # type: ignore[no-untyp
     w = random_device_weight(qtype, n, k, seed=5)
     x = random_activations(t, k)
     out = cp.empty((t, n), dtype=x.dtype)
-    call = lambda: linear(x, w, out, policy=Policy.A16)  # noqa: E731
+    need = linear_workspace_bytes(w, t)
+    ws = cp.empty(need, dtype=cp.uint8) if need else None
+    call = lambda: linear(x, w, out, policy=Policy.A16, workspace=ws)  # noqa: E731
     call()
     cp.cuda.Device().synchronize()
     return call

@@ -206,27 +206,33 @@ def test_bad_stream(weights: dict) -> None:
     )
 
 
-def test_workspace_smaller_than_query(weights: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_workspace_smaller_than_query(weights: dict) -> None:
     import cupy as cp
 
-    # No route needs a workspace yet: give the selected route a need of 4 KiB to prove
-    # the check (and the query) are read from the route, not assumed.
-    for mod in table.LAUNCHERS.values():
-        monkeypatch.setattr(mod, "workspace_bytes", lambda p: 4096)
-    w = weights[QType.Q4]
-    assert linear_workspace_bytes(w, T) == 4096
-    small = cp.zeros(1024, cp.uint8)
+    # The prefill route (dq_gemm) decodes the weight into the workspace; decode needs none.
+    w, t = weights[QType.Q4], 100
+    assert linear_workspace_bytes(w, T) == 0
+    need = linear_workspace_bytes(w, t)
+    assert need == N * 2 * 384  # one band of all N rows, K_pad = 384, BF16
     _expect(
         ValueError,
-        "workspace: expected at least 4096 bytes, got 1024",
-        lambda o: linear(_x(), w, o, workspace=small),
-        _out(),
+        f"workspace: expected at least {need} bytes, got 1024",
+        lambda o: linear(_x(t), w, o, workspace=cp.zeros(1024, cp.uint8)),
+        _out(t),
     )
     _expect(
         ValueError,
-        "workspace: expected a device buffer of at least 4096 bytes, got None",
-        lambda o: linear(_x(), w, o),
-        _out(),
+        f"workspace: expected a device buffer of at least {need} bytes, got None",
+        lambda o: linear(_x(t), w, o),
+        _out(t),
+    )
+    # 16-byte stores into the workspace: an unaligned view is refused, not faulted on.
+    buf = cp.zeros(need + 16, cp.uint8)
+    _expect(
+        ValueError,
+        "workspace: expected a 16-byte aligned address",
+        lambda o: linear(_x(t), w, o, workspace=buf[8 : 8 + need]),
+        _out(t),
     )
 
 

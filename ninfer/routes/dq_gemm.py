@@ -1,0 +1,223 @@
+"""Launcher of kernels/dq_gemm.cu + cuBLAS: the prefill route (large T).
+
+Per band of weight rows: one kernel decodes the band into the workspace as row-major
+BF16 [rows, K_pad], then ``cublasGemmEx`` (BF16 in, FP32 compute, BF16 out) writes
+``out[:, n0:n0+rows] = x · band^T``. Bands are sized so the decoded band stays in L2
+for the GEMM that reads it, and so the workspace is bounded whatever N is.
+Numerics: docs/routes.md ("dq_gemm"): each weight is rounded once to BF16.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+from typing import Any
+
+from ..formats.packed import PackedWeight
+from ..formats.qtype import QType
+from .problem import QTYPE_ID, Problem
+
+NAME = "dq_gemm"
+BLOCK = 256
+
+# Band budget: the weight is decoded in bands of about BAND_BYTES of BF16 (N cut into
+# equal 128-row multiples), double-buffered so the decode of band b+1 (a side stream)
+# overlaps the GEMM of band b (the caller's stream). Measured on the H200
+# (docs/perf/prefill_h200.md, tools/tune_dq_gemm.py): cuBLAS loses ~5 % on 32-64 MiB
+# bands against one whole-weight GEMM, and the overlap hides all but the first band's
+# decode. The workspace is two bands (one when a single band holds the weight).
+BAND_BYTES = 48 << 20
+BAND_ALIGN = 128
+
+# Formats whose decoded weight is rounded to BF16 (scale x code has up to 19 significant
+# bits); NVFP4 (e4m3 x e2m1, tensor scale as alpha) and BF16 are exact. The conformance
+# oracle rounds the same weights (tests/gpu/cases.py).
+ROUNDS_WEIGHT: frozenset[QType] = frozenset({QType.Q4, QType.Q5, QType.Q6, QType.W8})
+
+INSTANCES: tuple[str, ...] = tuple(f"dq_gemm<{q}>" for q in sorted(QTYPE_ID.values()))
+TUNING = f"band_bytes={BAND_BYTES} band_align={BAND_ALIGN} double_buffered"
+
+
+def instance(p: Problem) -> str:
+    return f"dq_gemm<{QTYPE_ID[p.qtype]}>"
+
+
+def _k_pad(k: int) -> int:
+    return (k + 127) // 128 * 128
+
+
+def band_rows(p: Problem) -> int:
+    """Rows per band: about BAND_BYTES of BF16, balanced over the bands, 128-aligned."""
+    row_bytes = 2 * _k_pad(p.k)
+    bands = max(1, round(p.n * row_bytes / BAND_BYTES))
+    rows = -(-p.n // bands)
+    return min(-(-rows // BAND_ALIGN) * BAND_ALIGN, -(-p.n // 16) * 16)
+
+
+def workspace_bytes(p: Problem) -> int:
+    rows = band_rows(p)
+    slots = 1 if rows >= p.n else 2
+    return slots * rows * 2 * _k_pad(p.k)
+
+
+class _Params(ctypes.Structure):
+    # kernels/dq_gemm.cu: (qs, qh, sc, kpad, n0, rows, ws)
+    _fields_ = [
+        ("qs", ctypes.c_uint64),
+        ("qh", ctypes.c_uint64),
+        ("sc", ctypes.c_uint64),
+        ("kpad", ctypes.c_int32),
+        ("n0", ctypes.c_int32),
+        ("rows", ctypes.c_int32),
+        ("ws", ctypes.c_uint64),
+    ]
+
+
+# cudaDataType / cublasComputeType_t / cublasOperation_t / cublasGemmAlgo_t (cublas_api.h).
+_CUDA_R_16BF = 14
+_CUBLAS_COMPUTE_32F = 68
+_CUBLAS_OP_N, _CUBLAS_OP_T = 0, 1
+_CUBLAS_GEMM_DEFAULT = -1
+
+
+class _Cublas:
+    """cuBLAS through ctypes on the library CuPy already loaded.
+
+    CuPy's wrapper refuses every cuBLAS call while a stream captures; cuBLAS itself
+    supports capture, and linear() must be capturable (DESIGN §3).
+    """
+
+    def __init__(self) -> None:
+        from cupy_backends.cuda.libs import cublas  # loads libcublas into the process
+
+        del cublas
+        lib = None
+        for name in ("libcublas.so.13", "libcublas.so.12", "libcublas.so"):  # by soname:
+            try:  # the copy already loaded is the one returned
+                lib = ctypes.CDLL(name)
+                break
+            except OSError:
+                continue
+        if lib is None:
+            raise RuntimeError("dq_gemm: libcublas is not loadable through ctypes")
+        self.lib = lib
+        lib.cublasCreate_v2.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+        lib.cublasSetStream_v2.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        lib.cublasGemmEx.argtypes = [
+            ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+            ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+            ctypes.c_int, ctypes.c_int,
+        ]  # fmt: skip
+        self.handles: dict[int, int] = {}
+        self.locks: dict[int, threading.Lock] = {}
+
+    def handle(self, device: int) -> tuple[int, threading.Lock]:
+        """Our own handle per device (CuPy's is shared with its own calls); create it
+        with the device current."""
+        h = self.handles.get(device)
+        if h is None:
+            ptr = ctypes.c_void_p()
+            _check(self.lib.cublasCreate_v2(ctypes.byref(ptr)), "cublasCreate")
+            h = self.handles[device] = int(ptr.value or 0)
+            self.locks[device] = threading.Lock()
+        return h, self.locks[device]
+
+
+def _check(status: int, what: str) -> None:
+    if status != 0:
+        raise RuntimeError(f"dq_gemm: {what} failed with cuBLAS status {status}")
+
+
+_cublas: _Cublas | None = None
+
+
+def _lib() -> _Cublas:
+    global _cublas
+    if _cublas is None:
+        _cublas = _Cublas()
+    return _cublas
+
+
+class DqPlan:
+    """The launches of one (weight, T): per band a decode (side stream) and a GEMM.
+
+    Built once per (weight, T, policy) like launch.Plan; ``run`` writes pointers and
+    enqueues. Band b decodes into workspace slot b % 2 on a side stream that first waits
+    for the caller's stream; the GEMM of band b waits for its decode, and the decode of
+    band b + 2 waits for the GEMM of band b (same slot). The caller's stream waits for
+    every decode, so the side stream rejoins it (a CUDA-graph capture requirement).
+    """
+
+    def __init__(self, p: Problem, w: PackedWeight) -> None:
+        import cupy
+
+        from .launch import _kernel
+
+        dev = w.device_id
+        assert dev is not None
+        lib = _lib()
+        with cupy.cuda.Device(dev):
+            self.func = int(_kernel(dev, sys.modules[__name__], instance(p)).kernel.ptr)
+            self.handle, self.cublas_lock = lib.handle(dev)
+            self.side = cupy.cuda.Stream(non_blocking=True)
+            self.ev_start = cupy.cuda.Event(disable_timing=True)
+            self.ev_dq = [cupy.cuda.Event(disable_timing=True) for _ in range(2)]
+            self.ev_mm = [cupy.cuda.Event(disable_timing=True) for _ in range(2)]
+        self.lib = lib.lib
+        self.device = dev
+        self.n, self.k, self.t, self.kpad = p.n, p.k, p.t, w.k_pad
+        self.rows = band_rows(p)
+        self.slot_bytes = self.rows * 2 * w.k_pad
+        qs, qh, sc = w.plane_ptrs
+        self.params = _Params(qs, qh, sc, w.k_pad, 0, 0, 0)
+        base = ctypes.addressof(self.params)
+        self.argv = (ctypes.c_void_p * len(_Params._fields_))(
+            *[base + getattr(_Params, f[0]).offset for f in _Params._fields_]
+        )
+        self.argv_ptr = ctypes.addressof(self.argv)
+        # Host-side alpha / beta (cuBLAS's default pointer mode): NVFP4's tensor scale
+        # is applied by the GEMM in FP32, as the other routes apply it.
+        self.alpha = ctypes.c_float(w.tensor_scale if p.qtype is QType.NVFP4 else 1.0)
+        self.beta = ctypes.c_float(0.0)
+        self.lock = threading.Lock()
+
+    def run(self, x_ptr: int, out_ptr: int, stream: int, ws_ptr: int) -> None:
+        import cupy
+        from cupy.cuda import driver, runtime
+
+        lib, side = self.lib, self.side.ptr
+        with cupy.cuda.Device(self.device), self.lock, self.cublas_lock:
+            _check(lib.cublasSetStream_v2(self.handle, stream), "cublasSetStream")
+            runtime.eventRecord(self.ev_start.ptr, stream)
+            runtime.streamWaitEvent(side, self.ev_start.ptr)
+            prm = self.params
+            for b, n0 in enumerate(range(0, self.n, self.rows)):
+                slot = b % 2
+                rows = min(self.rows, self.n - n0)
+                ws = ws_ptr + slot * self.slot_bytes
+                if b >= 2:  # the slot's previous GEMM must have read it
+                    runtime.streamWaitEvent(side, self.ev_mm[slot].ptr)
+                prm.n0, prm.rows, prm.ws = n0, rows, ws
+                blocks = -(-(-(-rows // 16) * 16 * (self.kpad // 32)) // BLOCK)
+                driver.launchKernel(self.func, blocks, 1, 1, BLOCK, 1, 1, 0, side, self.argv_ptr, 0)
+                runtime.eventRecord(self.ev_dq[slot].ptr, side)
+                runtime.streamWaitEvent(stream, self.ev_dq[slot].ptr)
+                # Column-major view: out^T [N, T] (ldc N) = band [K_pad, rows]^T · x^T [K, T].
+                _check(
+                    lib.cublasGemmEx(
+                        self.handle, _CUBLAS_OP_T, _CUBLAS_OP_N, rows, self.t, self.k,
+                        ctypes.addressof(self.alpha), ws, _CUDA_R_16BF, self.kpad,
+                        x_ptr, _CUDA_R_16BF, self.k,
+                        ctypes.addressof(self.beta), out_ptr + 2 * n0, _CUDA_R_16BF, self.n,
+                        _CUBLAS_COMPUTE_32F, _CUBLAS_GEMM_DEFAULT,
+                    ),
+                    "cublasGemmEx",
+                )  # fmt: skip
+                runtime.eventRecord(self.ev_mm[slot].ptr, stream)
+
+
+def make_plan(p: Problem, w: PackedWeight) -> Any:
+    return DqPlan(p, w)
