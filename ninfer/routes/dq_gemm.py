@@ -2,8 +2,7 @@
 
 Per band of weight rows: one kernel decodes the band into the workspace as row-major
 BF16 [rows, K_pad], then ``cublasGemmEx`` (BF16 in, FP32 compute, BF16 out) writes
-``out[:, n0:n0+rows] = x · band^T``. Bands are sized so the decoded band stays in L2
-for the GEMM that reads it, and so the workspace is bounded whatever N is.
+``out[:, n0:n0+rows] = x · band^T``. Bands bound the workspace whatever N is.
 Numerics: docs/routes.md ("dq_gemm"): each weight is rounded once to BF16.
 """
 
@@ -20,13 +19,15 @@ from .problem import QTYPE_ID, Problem
 
 NAME = "dq_gemm"
 BLOCK = 256
+TILE_CHUNKS = 16  # DQ_CH in kernels/dq_gemm.cu: 32-k chunks per block tile (16 rows x 512 k)
 
 # Band budget: the weight is decoded in bands of about BAND_BYTES of BF16 (N cut into
-# equal 128-row multiples), double-buffered so the decode of band b+1 (a side stream)
-# overlaps the GEMM of band b (the caller's stream). Measured on the H200
-# (docs/perf/prefill_h200.md, tools/tune_dq_gemm.py): cuBLAS loses ~5 % on 32-64 MiB
-# bands against one whole-weight GEMM, and the overlap hides all but the first band's
-# decode. The workspace is two bands (one when a single band holds the weight).
+# equal 128-row multiples), double-buffered: the decode of band b+1 runs on a side
+# stream and may overlap the GEMM of band b (on the caller's stream). The band bounds
+# the workspace (two bands; one when a single band holds the weight) whatever N is:
+# the 27B output head would need 2.5 GB decoded at once. Measured on the H200
+# (tools/tune_dq_gemm.py, docs/perf/prefill_h200.md): one whole-weight band is 2-10 %
+# faster at T = 128 and within +-4 % at T = 1024; 24 MiB bands lose up to 15 %.
 BAND_BYTES = 48 << 20
 BAND_ALIGN = 128
 
@@ -201,8 +202,8 @@ class DqPlan:
                 if b >= 2:  # the slot's previous GEMM must have read it
                     runtime.streamWaitEvent(side, self.ev_mm[slot].ptr)
                 prm.n0, prm.rows, prm.ws = n0, rows, ws
-                blocks = -(-(-(-rows // 16) * 16 * (self.kpad // 32)) // BLOCK)
-                driver.launchKernel(self.func, blocks, 1, 1, BLOCK, 1, 1, 0, side, self.argv_ptr, 0)
+                gx, gy = -(-rows // 16), -(-(self.kpad // 32) // TILE_CHUNKS)
+                driver.launchKernel(self.func, gx, gy, 1, BLOCK, 1, 1, 0, side, self.argv_ptr, 0)
                 runtime.eventRecord(self.ev_dq[slot].ptr, side)
                 runtime.streamWaitEvent(stream, self.ev_dq[slot].ptr)
                 # Column-major view: out^T [N, T] (ldc N) = band [K_pad, rows]^T · x^T [K, T].
