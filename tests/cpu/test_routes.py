@@ -49,6 +49,21 @@ def test_launchers_exist_for_every_route() -> None:
             assert mod.INSTANCES
 
 
+def test_every_route_has_its_kernel_launcher_and_conformance_module() -> None:
+    # One name per thing: kernels/<name>.cu <-> ninfer/routes/<name>.py <->
+    # tests/gpu/test_<name>.py (the module that runs the route's owned T on every format).
+    from pathlib import Path
+
+    from ninfer.routes import LAUNCHERS
+
+    root = Path(__file__).resolve().parents[2]
+    for name in {r.name for table in ROUTE_TABLES.values() for r in table}:
+        assert name in LAUNCHERS, name
+        for path in (f"kernels/{name}.cu", f"ninfer/routes/{name}.py", f"tests/gpu/test_{name}.py"):
+            assert (root / path).is_file(), f"route {name}: {path} is missing"
+        assert f'owned_t("{name}")' in (root / f"tests/gpu/test_{name}.py").read_text(), name
+
+
 def test_fingerprint_is_stable_hex() -> None:
     a, b = fingerprint(), fingerprint()
     assert a == b and len(a) == 16
