@@ -28,6 +28,8 @@ class Route:
     t_max: int | None  # inclusive; None: unbounded
     qtypes: frozenset[QType] = ALL_QTYPES
     compute: Policy = Policy.A16
+    n_min: int = 1  # weight rows N this entry serves, inclusive
+    n_max: int | None = None
     note: str = field(default="", compare=False)
 
     def supports(self, p: Problem) -> bool:
@@ -36,6 +38,8 @@ class Route:
             and p.compute is self.compute
             and p.t >= self.t_min
             and (self.t_max is None or p.t <= self.t_max)
+            and p.n >= self.n_min
+            and (self.n_max is None or p.n <= self.n_max)
         )
 
     @property
@@ -55,12 +59,28 @@ _PORTABLE = (
     ),
 )
 
+# sm_90, measured on the H200 (docs/perf/decode_h200/crossover.json, both routes timed at
+# T = 17 ... 64 on the suites' shapes): at T = 33 ... 64 decoding the weight and calling
+# cuBLAS beats dec_q's wide-token tile 1.4-4x on every weight with N <= 8192 (Q4 and W8
+# measured; Q5/Q6/NVFP4 decode alike and run that tile slower still), where the tile
+# makes too few blocks (80 at N = 5120); at N >= 14336 dec_q stays ahead. BF16 at best
+# ties: dec_q keeps it.
+_N_SPLIT = 8192
+_DQ_EARLY = ALL_QTYPES - {QType.BF16}
+_SM90 = (
+    Route("dec_q", 1, 32, note="tensor-core GEMV: W decoded from global into A fragments"),
+    Route("dq_gemm", 33, dec_q.T_MAX, _DQ_EARLY, n_max=_N_SPLIT, note="small N: decode + cuBLAS"),
+    Route("dec_q", 33, dec_q.T_MAX, _DQ_EARLY, n_min=_N_SPLIT + 1, note="large N: wide-token tile"),
+    Route("dec_q", 33, dec_q.T_MAX, frozenset({QType.BF16}), note="BF16: wide-token tile"),
+    _PORTABLE[1],
+)
+
 # Keyed by the lowest compute capability each table serves; a device uses the table of
-# the largest key <= its own. sm_90 and sm_120 start from the portable routes; the
-# performance issues give them their own entries.
+# the largest key <= its own. sm_80 and sm_120 use the portable routes (their crossover
+# is not measured); sm_90 has its own T = 33 ... 64 entries.
 ROUTE_TABLES: dict[int, tuple[Route, ...]] = {
     80: _PORTABLE,
-    90: _PORTABLE,
+    90: _SM90,
     120: _PORTABLE,
 }
 
@@ -110,7 +130,10 @@ def fingerprint() -> str:
     for cc, routes in sorted(ROUTE_TABLES.items()):
         for r in routes:
             qtypes = ",".join(sorted(q.value for q in r.qtypes))
-            h.update(f"{cc}:{r.name}:{r.t_min}:{r.t_max}:{qtypes}:{r.compute.value};".encode())
+            h.update(
+                f"{cc}:{r.name}:{r.t_min}:{r.t_max}:{qtypes}:{r.compute.value}:"
+                f"{r.n_min}:{r.n_max};".encode()
+            )
     for name in sorted(LAUNCHERS):
         h.update(repr(LAUNCHERS[name].INSTANCES).encode())
         # Host-side choices that change what runs without touching kernels/ (tile per T

@@ -20,8 +20,9 @@ from .oracle import (
     to_bf16_device,
 )
 
-# Odd N (1152, 4304), padded K (4304 -> 4352), and a small shape whose N is no tile multiple.
-SHAPES = [(264, 640), (4304, 1152), (1152, 4304)]
+# Odd N (1152, 4304), padded K (4304 -> 4352), a small shape whose N is no tile multiple,
+# and N = 8200 above the sm_90 table's N bound (8192) with a partial 16-row band.
+SHAPES = [(264, 640), (4304, 1152), (1152, 4304), (8200, 640)]
 SUITE_T = {1, 4, 16, 128, 1024}  # the seed's Continuous and VisionStep4 classes
 LARGE_T = {64, 1025, 2048}
 ALL_T = sorted(
