@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sweep_steps import largest_step  # tools/ is the script's sys.path[0]
+
 QTYPES = ("q4", "q5", "q6", "w8", "nvfp4", "bf16")
 VS_CUBLAS = {"q4": 2.8, "nvfp4": 2.8, "q5": 2.3, "q6": 2.0, "w8": 1.6, "bf16": 1.0}
 
@@ -105,10 +107,9 @@ def main(argv: list[str]) -> int:
     for q in QTYPES:
         pts = _load(d, f"sweep_{q}.json")["points"]
         med = {p["t"]: p["median_us"] for p in pts}
-        steps = [(med[t + 1] / med[t] - 1, t) for t in range(1, 64)]
-        worst, at = max(steps)
+        worst, at, to = largest_step(pts)
         print(f"| {q} | {med[1]:.1f} | {med[16]:.1f} | {med[32]:.1f} | {med[33]:.1f} | {med[64]:.1f} | "
-              f"{worst * 100:+.1f} % | {at}→{at + 1} | {_ok(worst <= 0.20)} |")  # fmt: skip
+              f"{worst * 100:+.1f} % | {at}→{to} | {_ok(worst <= 0.20)} |")  # fmt: skip
     return 0
 
 

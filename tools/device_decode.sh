@@ -9,37 +9,14 @@
 #   real commit and dirty=false); BASELINE=1 also refreshes baselines/h200 there
 #   (tools/device_regress.sh conformance baseline) before the decode steps.
 set -uo pipefail
-OUT=${OUT:-runs/device}
-mkdir -p "$OUT"
-OUT=$(realpath "$OUT")
-if [ -n "${BUNDLE:-}" ] && [ -z "${NINFER_IN_CLONE:-}" ]; then
-  clone=/tmp/ninfer-decode-clone
-  rm -rf "$clone" && git clone -q "$BUNDLE" "$clone" || exit 1
-  git -C "$clone" checkout -q --detach "$(git bundle list-heads "$BUNDLE" | awk '$2=="HEAD"{print $1}')" || exit 1
-  cp -r .whl "$clone/" 2>/dev/null
-  cd "$clone" || exit 1
-  if [ -n "${BASELINE:-}" ]; then
-    NINFER_IN_CLONE=1 OUT="$OUT" bash tools/device_regress.sh conformance baseline
-  fi
-  NINFER_IN_CLONE=1 OUT="$OUT" exec bash tools/device_decode.sh "$@"
-fi
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-PY=${PYTHON:-python3}
+SCRIPT=tools/device_decode.sh CLONE=/tmp/ninfer-decode-clone
+# shellcheck source=tools/device_lib.sh
+source "$(dirname "$0")/device_lib.sh"
+device_setup "$@"
 STEPS=${*:-conformance tune floor ncu tables sweeps host}
-has() { [[ " $STEPS " == *" $1 "* ]]; }
 D=docs/perf/decode_h200
-{
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
-  echo "commit=$(git rev-parse HEAD 2>/dev/null || echo "${NINFER_GIT_COMMIT:-?}") steps=$STEPS"
-} 2>&1 | tee -a "$OUT/device.log"
-
-if has conformance; then
-  echo "== conformance" | tee -a "$OUT/device.log"
-  NINFER_CONFORMANCE_JSON="$OUT/conformance_worst.json" timeout 400 $PY -m pytest tests -m "gpu and not timing" \
-    -q -x -n 4 -p no:cacheprovider 2>&1 | tail -25 | tee "$OUT/conformance.log" | tail -6 | tee -a "$OUT/device.log"
-  timeout 120 $PY -m pytest tests -m "gpu and timing" -q -p no:cacheprovider 2>&1 | tail -8 \
-    | tee "$OUT/conformance_timing.log" | tail -3 | tee -a "$OUT/device.log"
-fi
+device_header
+if has conformance; then device_conformance; fi
 if has tune; then
   echo "== tune" | tee -a "$OUT/device.log"
   timeout 420 $PY tools/tune_dec_q.py --json "$OUT/tune.json" > "$OUT/tune.txt" 2>&1
@@ -76,16 +53,7 @@ if has sweeps; then
   for q in q4 q5 q6 w8 nvfp4 bf16; do
     $B --qtype $q --n 6144 --k 5120 --sweep 1:64 --json-out "$OUT/sweep_$q.json" > "$OUT/sweep_$q.txt" 2>&1
   done
-  $PY - "$OUT" <<'PY' 2>&1 | tee -a "$OUT/device.log"
-import json, sys, pathlib
-for f in sorted(pathlib.Path(sys.argv[1]).glob("sweep_*.json")):
-    pts = json.loads(f.read_text())["points"]
-    med = [p["median_us"] for p in pts]
-    steps = [(med[i + 1] / med[i] - 1) * 100 for i in range(len(med) - 1)]
-    worst = max(range(len(steps)), key=lambda i: steps[i])
-    print(f"{f.stem}: T1 {med[0]:.2f} T16 {med[15]:.2f} T64 {med[-1]:.2f} us; "
-          f"largest step {steps[worst]:+.1f}% at T {worst + 1}->{worst + 2}")
-PY
+  $PY tools/sweep_steps.py "$OUT" 2>&1 | tee -a "$OUT/device.log"
 fi
 if has host; then
   echo "== host" | tee -a "$OUT/device.log"

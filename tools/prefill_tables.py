@@ -9,12 +9,13 @@ prints markdown: every number below comes from those files.
 
 from __future__ import annotations
 
-import itertools
 import json
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
+
+from sweep_steps import largest_step  # tools/ is the script's sys.path[0]
 
 QTYPES = ("q4", "q5", "q6", "w8", "nvfp4", "bf16")
 SHAPES = ((14336, 5120), (16384, 5120), (34816, 5120), (5120, 6144), (5120, 17408))
@@ -101,9 +102,7 @@ def main(argv: list[str]) -> int:
     for q in QTYPES:
         sw = _load(d, f"sweep_{q}.json")["points"]
         med = {p["t"]: p["median_us"] for p in sw}
-        ts = sorted(med)
-        steps = [(med[b] / med[a] - 1, a, b) for a, b in itertools.pairwise(ts)]
-        worst = max(steps)
+        worst = largest_step(sw)
         print(f"| {q} | {med[64]:.1f} | {med[96]:.1f} | {med[512]:.1f} | {med[1024]:.1f} | "
               f"{100 * worst[0]:+.1f} % | {worst[1]}→{worst[2]} | {_ok(worst[0] <= 0.20)} |")  # fmt: skip
     return 0
