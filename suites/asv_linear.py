@@ -70,6 +70,8 @@ class _ColdCall:
         # same row-major layout and base alignment.
         x = random_activations(p.t, p.k)
         out = cp.empty((p.t, p.n), dtype=x.dtype)
+        # Not ninfer.bench.run.prepared_call: this file runs against older installed
+        # commits too (see _capture below), which do not have it.
         ws_bytes = linear_workspace_bytes(w, p.t, p.policy)
         ws = cp.empty(ws_bytes, cp.uint8) if ws_bytes else None
         call = functools.partial(linear, x, w, out, policy=p.policy, workspace=ws)

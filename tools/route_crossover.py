@@ -19,8 +19,8 @@ import sys
 from ninfer import QType
 from ninfer.bench.fixture import random_activations, random_device_weight
 from ninfer.bench.results import environment
+from ninfer.bench.run import prepared_call
 from ninfer.bench.timer import ColdTimer
-from ninfer.ops import linear, linear_workspace_bytes
 from ninfer.routes import table
 from ninfer.routes.table import Route
 
@@ -58,16 +58,9 @@ def main() -> int:
                 for name, tables in (("dec_q", real), ("dq_gemm", early)):
                     table.ROUTE_TABLES = tables
                     try:
-                        need = linear_workspace_bytes(w, t)
-                        ws = cp.empty(need, dtype=cp.uint8) if need else None
                         cp.cuda.Device().synchronize()
                         with timer.stream:  # first call: compile and plan, untimed
-                            linear(x, w, out, workspace=ws, stream=timer.stream)
-                        timer.stream.synchronize()
-
-                        def call(x=x, w=w, out=out, ws=ws) -> None:  # type: ignore[no-untyped-def]
-                            linear(x, w, out, workspace=ws, stream=timer.stream)
-
+                            call = prepared_call(x, w, out)
                         us[name] = timer.time(call).median_us
                     finally:
                         table.ROUTE_TABLES = real

@@ -23,9 +23,8 @@ from ninfer import QType
 from ninfer.bench.fixture import random_activations, random_device_weight
 from ninfer.bench.metrics import point_metrics
 from ninfer.bench.results import environment
-from ninfer.bench.run import ceilings
+from ninfer.bench.run import ceilings, prepared_call
 from ninfer.bench.timer import ColdTimer
-from ninfer.ops import linear
 from ninfer.routes.dec_q import Tile, expr, tile_shared_bytes
 from ninfer.routes.problem import QTYPE_ID
 from ninfer.runtime.sources import assembled_source
@@ -38,6 +37,13 @@ CANDIDATES: list[tuple[tuple[int, ...], list[tuple[int, int, int, int, int]]]] =
     ((64,), [(8, 2, 4, 1, 3), (8, 1, 8, 1, 3), (8, 2, 2, 2, 3), (8, 1, 4, 1, 3)]),
 ]  # fmt: skip
 SHAPES = [(6144, 5120), (14336, 5120)]
+# --prefill: the same kernel with GEMM-shaped tiles at T >= 128 (issue 6 exploration:
+# how far does in-register decode + mma.sync go before a new kernel is written?).
+PREFILL_CANDIDATES: list[tuple[tuple[int, ...], list[tuple[int, int, int, int, int]]]] = [
+    ((128, 256, 1024), [(8, 2, 4, 1, 3), (8, 1, 8, 1, 3), (8, 2, 8, 1, 3), (8, 4, 2, 1, 3),
+                        (8, 2, 4, 1, 4), (16, 1, 4, 1, 3), (16, 2, 4, 1, 3), (4, 4, 4, 1, 3)]),
+]  # fmt: skip
+PREFILL_SHAPES = [(14336, 5120), (5120, 17408)]
 
 
 def _f32(a: Any) -> np.ndarray:
@@ -52,11 +58,14 @@ def main() -> int:
     ap.add_argument("--qtypes", default="q4,q5,q6,w8,nvfp4,bf16")
     ap.add_argument("--json")
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--prefill", action="store_true", help="GEMM-shaped tiles at T >= 128")
 
     args = ap.parse_args()
     qtypes = [QType(q) for q in args.qtypes.split(",")]
+    candidates = PREFILL_CANDIDATES if args.prefill else CANDIDATES
+    shapes = PREFILL_SHAPES if args.prefill else SHAPES
     exprs = sorted(
-        {expr(QTYPE_ID[q], Tile(64, *c)) for q in qtypes for _, tiles in CANDIDATES for c in tiles}
+        {expr(QTYPE_ID[q], Tile(64, *c)) for q in qtypes for _, tiles in candidates for c in tiles}
     )
     mod = cp.RawModule(
         code=assembled_source("dec_q"), options=("-std=c++17",), name_expressions=exprs
@@ -68,20 +77,31 @@ def main() -> int:
     rows = []
     print("qtype N K T tile(nt,mt,wr,wk,s) smem_KiB median_us READ_% max_rel_diff_vs_route")
     for q in qtypes:
-        for n, k in SHAPES:
+        for n, k in shapes:
             w = random_device_weight(q, n, k, seed=7)
             planes = w.planes
             first = planes.get("qs", planes.get("w"))
-            for ts, tiles in CANDIDATES:
+            for ts, tiles in candidates:
                 for t in ts:
+                    if args.prefill:
+                        from ninfer.bench.peers import cublas_call
+
+                        pc = timer.time(cublas_call(n, k, t, timer.stream.ptr))
+                        print(f"{q.value:<5} {n} {k} {t:>4} cublas {pc.median_us:9.2f}", flush=True)
+                        rows.append(
+                            {"qtype": "cublas", "n": n, "k": k, "t": t, "median_us": pc.median_us}
+                        )
                     x = random_activations(t, k)
                     ref = cp.empty((t, n), dtype=x.dtype)
                     # x and w were written on the legacy stream; the timer's stream is
                     # non-blocking and would not wait for them.
                     cp.cuda.Device().synchronize()
                     with timer.stream:
-                        linear(x, w, ref)
-                    timer.stream.synchronize()
+                        route = prepared_call(x, w, ref)
+                    if args.prefill:  # the current route beside the candidates
+                        rt = timer.time(route).median_us
+                        print(f"{q.value:<5} {n} {k} {t:>4} route {rt:9.2f}", flush=True)
+                        rows.append({"qtype": q.value, "n": n, "k": k, "t": t, "route_us": rt})
                     want = _f32(ref)
                     for c in tiles:
                         tl = Tile(64, *c)

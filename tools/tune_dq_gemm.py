@@ -19,8 +19,8 @@ from ninfer import Policy, QType
 from ninfer.bench.fixture import random_activations, random_device_weight
 from ninfer.bench.peers import cublas_call
 from ninfer.bench.results import environment
+from ninfer.bench.run import prepared_call
 from ninfer.bench.timer import ColdTimer
-from ninfer.ops import linear, linear_workspace_bytes
 from ninfer.routes import Problem, dq_gemm
 
 SHAPES = [(14336, 5120), (5120, 17408), (34816, 5120)]
@@ -50,16 +50,9 @@ def main() -> int:
                 for mib in BANDS_MIB:
                     dq_gemm.BAND_BYTES = mib << 20
                     w.dispatch_cache.clear()  # a new band size is a new plan
-                    need = linear_workspace_bytes(w, t)
-                    ws = cp.empty(need, dtype=cp.uint8)
                     out = cp.empty((t, n), dtype=x.dtype)
                     with timer.stream:
-                        linear(x, w, out, workspace=ws, stream=timer.stream)
-                    timer.stream.synchronize()
-
-                    def call(x=x, w=w, out=out, ws=ws) -> None:  # type: ignore[no-untyped-def]
-                        linear(x, w, out, workspace=ws, stream=timer.stream)
-
+                        call = prepared_call(x, w, out)
                     us = timer.time(call).median_us
                     rows_band = dq_gemm.band_rows(Problem(q, Policy.A16, n, k, t, 90))
                     tflops = 2 * n * k * t / us / 1e6
@@ -72,7 +65,7 @@ def main() -> int:
                         f"{us:9.1f} {ref:9.1f} {ref / us:5.2f} {tflops:6.0f}",
                         flush=True,
                     )
-                    del ws, out
+                    del call, out
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"environment": env, "rows": rows}, f, indent=1)

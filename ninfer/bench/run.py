@@ -10,16 +10,35 @@ import argparse
 import functools
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..gpus import lookup
 from ..ops import linear, linear_workspace_bytes
+from ..policy import Policy
 from .fixture import random_activations, random_device_weight
 from .metrics import Ceilings, byte_breakdown, point_metrics
 from .peers import PeerUnavailable, applies, cublas_call, tinygemm_call
 from .points import BenchPoint, group_points
 from .results import SCHEMA, SCHEMA_VERSION, environment
 from .timer import ColdTimer
+
+
+def prepared_call(
+    x: Any, w: Any, out: Any, policy: Policy | str = Policy.A16
+) -> Callable[[], None]:
+    """``linear(x, w, out)`` as every timed caller runs it: a workspace of the public
+    query's size (held by the returned call), one first call (compile, plan) that is
+    never timed, then a device synchronize. The returned call enqueues on the current
+    stream, so a timer that makes its stream current times it there."""
+    import cupy as cp
+
+    need = linear_workspace_bytes(w, x.shape[0], policy)
+    ws = cp.empty(need, cp.uint8) if need else None
+    call = functools.partial(linear, x, w, out, policy=policy, workspace=ws)
+    call()
+    cp.cuda.Device().synchronize()
+    return call
 
 
 def ceilings(env: dict[str, Any]) -> Ceilings:
@@ -121,12 +140,7 @@ def run_points(args: argparse.Namespace, points: list[BenchPoint]) -> int:
         prev_median: float | None = None
         for p in pts:
             try:
-                x, out = xbuf[: p.t], obuf[: p.t]
-                ws_bytes = linear_workspace_bytes(w, p.t, policy)
-                ws = cp.empty(ws_bytes, cp.uint8) if ws_bytes else None
-                call = functools.partial(linear, x, w, out, policy=policy, workspace=ws)
-                call()  # compile and first call: never timed
-                cp.cuda.Device().synchronize()
+                call = prepared_call(xbuf[: p.t], w, obuf[: p.t], policy)
                 if args.profile:
                     return _profile_one(timer, call)
                 s = timer.time(call)

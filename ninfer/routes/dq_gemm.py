@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from ..formats.packed import PackedWeight
-from ..formats.qtype import QType
+from ..formats.qtype import QType, k_padded
 from .problem import QTYPE_ID, Problem
 
 NAME = "dq_gemm"
@@ -44,13 +44,9 @@ def instance(p: Problem) -> str:
     return f"dq_gemm<{QTYPE_ID[p.qtype]}>"
 
 
-def _k_pad(k: int) -> int:
-    return (k + 127) // 128 * 128
-
-
 def band_rows(p: Problem) -> int:
     """Rows per band: about BAND_BYTES of BF16, balanced over the bands, 128-aligned."""
-    row_bytes = 2 * _k_pad(p.k)
+    row_bytes = 2 * k_padded(p.k)
     bands = max(1, round(p.n * row_bytes / BAND_BYTES))
     rows = -(-p.n // bands)
     return min(-(-rows // BAND_ALIGN) * BAND_ALIGN, -(-p.n // 16) * 16)
@@ -59,7 +55,7 @@ def band_rows(p: Problem) -> int:
 def workspace_bytes(p: Problem) -> int:
     rows = band_rows(p)
     slots = 1 if rows >= p.n else 2
-    return slots * rows * 2 * _k_pad(p.k)
+    return slots * rows * 2 * k_padded(p.k)
 
 
 class _Params(ctypes.Structure):
@@ -155,7 +151,7 @@ class DqPlan:
     def __init__(self, p: Problem, w: PackedWeight) -> None:
         import cupy
 
-        from .launch import _kernel
+        from .launch import _kernel, arg_pointers
 
         dev = w.device_id
         assert dev is not None
@@ -174,10 +170,7 @@ class DqPlan:
         self.slot_bytes = self.rows * 2 * w.k_pad
         qs, qh, sc = w.plane_ptrs
         self.params = _Params(qs, qh, sc, w.k_pad, 0, 0, 0)
-        base = ctypes.addressof(self.params)
-        self.argv = (ctypes.c_void_p * len(_Params._fields_))(
-            *[base + getattr(_Params, f[0]).offset for f in _Params._fields_]
-        )
+        self.argv = arg_pointers(self.params)
         self.argv_ptr = ctypes.addressof(self.argv)
         # Host-side alpha / beta (cuBLAS's default pointer mode): NVFP4's tensor scale
         # is applied by the GEMM in FP32, as the other routes apply it.

@@ -37,6 +37,19 @@ class _Params(ctypes.Structure):
     ]
 
 
+def arg_pointers(params: ctypes.Structure) -> Any:
+    """cuLaunchKernel's ``kernelParams``: one pointer per field of ``params``, in order.
+
+    The array points into ``params``, so writing a field changes the next launch; keep
+    both alive as long as the plan.
+    """
+    base = ctypes.addressof(params)
+    fields = type(params)._fields_
+    return (ctypes.c_void_p * len(fields))(
+        *[base + getattr(type(params), f[0]).offset for f in fields]
+    )
+
+
 class Plan:
     """One prepared launch: kernel handle, grid, block, shared memory, packed parameters.
 
@@ -59,10 +72,7 @@ class Plan:
             self.func = int(fn.kernel.ptr)
         qs, qh, sc = w.plane_ptrs
         self.params = _Params(qs, qh, sc, w.tensor_scale, p.n, p.k, w.k_pad, 0, 0, p.t, 0)
-        base = ctypes.addressof(self.params)
-        self.argv = (ctypes.c_void_p * len(_Params._fields_))(
-            *[base + getattr(_Params, f[0]).offset for f in _Params._fields_]
-        )
+        self.argv = arg_pointers(self.params)
         self.argv_ptr = ctypes.addressof(self.argv)
         self.grid = mod.grid(p)
         self.block = mod.block(p)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ninfer import Policy, QType
+from ninfer import QType
 from ninfer.bench.fixture import random_activations, random_device_weight
+from ninfer.bench.run import prepared_call
 from ninfer.bench.timer import ColdTimer
-from ninfer.ops import linear, linear_workspace_bytes
 
 # Timing tests run serially on one GPU, never beside other GPU work (see noxfile conformance).
 pytestmark = pytest.mark.timing
@@ -17,15 +17,10 @@ pytestmark = pytest.mark.timing
 def _linear_call(qtype: QType, n: int, k: int, t: int):  # type: ignore[no-untyped-def]
     import cupy as cp
 
-    w = random_device_weight(qtype, n, k, seed=5)
     x = random_activations(t, k)
-    out = cp.empty((t, n), dtype=x.dtype)
-    need = linear_workspace_bytes(w, t)
-    ws = cp.empty(need, dtype=cp.uint8) if need else None
-    call = lambda: linear(x, w, out, policy=Policy.A16, workspace=ws)  # noqa: E731
-    call()
-    cp.cuda.Device().synchronize()
-    return call
+    return prepared_call(
+        x, random_device_weight(qtype, n, k, seed=5), cp.empty((t, n), dtype=x.dtype)
+    )
 
 
 def _read_call(nbytes: int, blocks_per_sm: int, seed: int):  # type: ignore[no-untyped-def]
