@@ -83,11 +83,11 @@ _SM90 = (
     Route("dec_q", 17, 32, _W8, n_min=_W8_N + 1, note="W8, large N"),
     Route("dq_gemm", 17, 32, _Q4_BF16, n_max=_SMALL_N, note="Q4/BF16, N <= 3456: decode + cuBLAS"),
     Route("dec_q", 17, 32, _Q4_BF16, n_min=_SMALL_N + 1, note="Q4/BF16, larger N"),
-    Route("dec_q", 17, 32, ALL_QTYPES - _W8 - _Q4_BF16, note="Q5/Q6/NVFP4 (crossover not measured)"),
+    Route("dec_q", 17, 32, ALL_QTYPES - _W8 - _Q4_BF16, note="Q5/Q6/NVFP4: not measured"),
     Route("dq_gemm", 33, dec_q.T_MAX, _DQ_EARLY, n_max=_N_SPLIT, note="small N: decode + cuBLAS"),
     Route("dec_q", 33, dec_q.T_MAX, _DQ_EARLY, n_min=_N_SPLIT + 1, note="large N: wide-token tile"),
-    Route("dq_gemm", 33, dec_q.T_MAX, _BF16, n_max=_BF16_N, note="BF16, N <= 5120: decode + cuBLAS"),
-    Route("dec_q", 33, dec_q.T_MAX, _BF16, n_min=_BF16_N + 1, note="BF16, larger N: wide-token tile"),
+    Route("dq_gemm", 33, dec_q.T_MAX, _BF16, n_max=_BF16_N, note="BF16, N <= 5120: decode + GEMM"),
+    Route("dec_q", 33, dec_q.T_MAX, _BF16, n_min=_BF16_N + 1, note="BF16, larger N: wide tile"),
     _PORTABLE[1],
 )
 
