@@ -2,8 +2,8 @@
 
 A measurement aid for the selector (docs/perf/decode_h200.md, "Next"), not a benchmark:
 for each shape and format it times one public ``linear()`` call under the same cold
-timer as ``ninfer-bench`` (graph replay, 256 MiB flush) twice, once with the real route
-table (``dec_q`` up to T=64) and once with a table that sends T >= 17 to ``dq_gemm``
+timer as ``ninfer-bench`` (graph replay, 256 MiB flush) twice, once with a table that
+sends T <= 64 to ``dec_q`` and once with one that sends T >= 17 to ``dq_gemm``
 (the selector is private; this tool swaps ``ROUTE_TABLES`` as the tests do), and prints
 one row per (format, shape, T) with the decoded-weight size, the key candidate.
 
@@ -41,6 +41,11 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=20)
     args = ap.parse_args()
     real = table.ROUTE_TABLES
+    # Both columns from tables of their own: the real sm_90 table already sends some of
+    # these T to dq_gemm, and the dec_q column must be dec_q.
+    late: dict[int, tuple[Route, ...]] = {
+        cc: (Route("dec_q", 1, 64), Route("dq_gemm", 65, None)) for cc in real
+    }
     early: dict[int, tuple[Route, ...]] = {
         cc: (Route("dec_q", 1, 16), Route("dq_gemm", 17, None)) for cc in real
     }
@@ -55,7 +60,7 @@ def main() -> int:
                 x = random_activations(t, k)
                 out = cp.empty((t, n), dtype=x.dtype)
                 us = {}
-                for name, tables in (("dec_q", real), ("dq_gemm", early)):
+                for name, tables in (("dec_q", late), ("dq_gemm", early)):
                     table.ROUTE_TABLES = tables
                     try:
                         cp.cuda.Device().synchronize()
