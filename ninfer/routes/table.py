@@ -61,8 +61,8 @@ _PORTABLE = (
 
 # sm_90, measured on the H200 (docs/perf/decode_h200/crossover.json, both routes timed at
 # T = 17 ... 64 on the suites' shapes): at T = 33 ... 64 decoding the weight and calling
-# cuBLAS beats dec_q's wide-token tile 1.4-4x on every weight with N <= 8192 (Q4 and W8
-# measured; Q5/Q6/NVFP4 decode alike and run that tile slower still), where the tile
+# cuBLAS beats dec_q's wide-token tile 1.4-4x on every weight with N <= 8192 (all five
+# quantized formats measured; crossover_q5_q6_nvfp4.json: 0.24-0.63), where the tile
 # makes too few blocks (80 at N = 5120); at N >= 14336 dec_q stays ahead. BF16 (whose
 # "decode" is a copy) gains only on small weights: 0.48-0.98 of dec_q's time for
 # N <= 5120, 1.05-1.14 at [6144,5120], 1.4-1.7 at N >= 14336.
@@ -70,20 +70,19 @@ _N_SPLIT = 8192
 _BF16 = frozenset({QType.BF16})
 _BF16_N = 5120
 _DQ_EARLY = ALL_QTYPES - {QType.BF16}
-# At T = 17 ... 32 (the same file, formats Q4, W8, BF16 timed; Q5/Q6/NVFP4 not, so they
-# stay on dec_q): decode + cuBLAS wins on every W8 weight with N <= 6144 (0.39-0.98 of
-# dec_q's time: 2.5x on [2048,4096], 2-8 % on [6144,5120], 1.3x on [5120,17408]) and on
-# Q4 / BF16 weights with N <= 3456 (0.56-0.98); at N = 4304 / 4608 Q4 ties at T = 17, 24.
+# At T = 17 ... 32 (the same files; crossover_q5_q6_nvfp4.json for the other three
+# formats): decode + cuBLAS wins on every W8 weight with N <= 6144 (0.39-0.98 of dec_q's
+# time: 2.5x on [2048,4096], 2-8 % on [6144,5120], 1.3x on [5120,17408]) and, for every
+# other format, on weights with N <= 3456 (0.54-0.98); at N = 4304 / 4608 those tie or
+# lose at T = 17 (0.97-1.11).
 _W8 = frozenset({QType.W8})
-_Q4_BF16 = frozenset({QType.Q4, QType.BF16})
 _W8_N, _SMALL_N = 6144, 3456
 _SM90 = (
     Route("dec_q", 1, 16, note="tensor-core GEMV: W decoded from global into A fragments"),
     Route("dq_gemm", 17, 32, _W8, n_max=_W8_N, note="W8, N <= 6144: decode + cuBLAS"),
     Route("dec_q", 17, 32, _W8, n_min=_W8_N + 1, note="W8, large N"),
-    Route("dq_gemm", 17, 32, _Q4_BF16, n_max=_SMALL_N, note="Q4/BF16, N <= 3456: decode + cuBLAS"),
-    Route("dec_q", 17, 32, _Q4_BF16, n_min=_SMALL_N + 1, note="Q4/BF16, larger N"),
-    Route("dec_q", 17, 32, ALL_QTYPES - _W8 - _Q4_BF16, note="Q5/Q6/NVFP4: not measured"),
+    Route("dq_gemm", 17, 32, ALL_QTYPES - _W8, n_max=_SMALL_N, note="N <= 3456: decode + cuBLAS"),
+    Route("dec_q", 17, 32, ALL_QTYPES - _W8, n_min=_SMALL_N + 1, note="larger N"),
     Route("dq_gemm", 33, dec_q.T_MAX, _DQ_EARLY, n_max=_N_SPLIT, note="small N: decode + cuBLAS"),
     Route("dec_q", 33, dec_q.T_MAX, _DQ_EARLY, n_min=_N_SPLIT + 1, note="large N: wide-token tile"),
     Route("dq_gemm", 33, dec_q.T_MAX, _BF16, n_max=_BF16_N, note="BF16, N <= 5120: decode + GEMM"),
