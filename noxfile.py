@@ -69,14 +69,14 @@ def conformance(session: nox.Session) -> None:
     _install(session, "torch")
     py = _python(session)
     session.run(py, "-c", "from ninfer.runtime.cupy_env import require_cupy; require_cupy()")
-    # One xdist worker per GPU (tests/conftest.py pins each worker to one device); the
-    # timing tests afterwards, alone and in a process of their own: neighbours would
-    # share power and thermal limits, and after ~1170 functional cases in the same
-    # process the graph-vs-direct check of a dq_gemm call failed once on the H200
-    # (28f5948) where it passes in a fresh process (docs/testing.md).
-    xdist = ("-n", str(gpus)) if gpus > 1 else ()
-    session.run(py, "-m", "pytest", "-m", "gpu and not timing", *xdist, *session.posargs)
-    session.run(py, "-m", "pytest", "-m", "gpu and timing", *session.posargs)
+    if gpus > 1:
+        # One xdist worker per GPU (tests/conftest.py pins each worker to one device);
+        # timing tests afterwards, alone: neighbours would share power and thermal limits.
+        session.run(py, "-m", "pytest", "-m", "gpu and not timing", "-n", str(gpus),
+                    *session.posargs)  # fmt: skip
+        session.run(py, "-m", "pytest", "-m", "gpu and timing", *session.posargs)
+    else:
+        session.run(py, "-m", "pytest", "-m", "gpu", *session.posargs)
 
 
 @nox.session
