@@ -6,7 +6,10 @@ the benchmark fixture's random weights under the same cold timer as ``ninfer-ben
 prints one row per (format, N, K, T, tile). The chosen tiles go into
 ``ninfer/routes/dec_q.py::TILES`` by hand, with the table in docs/perf/decode_h200.md.
 
-    python tools/tune_dec_q.py [--qtypes q4,bf16] [--json out.json]
+    python tools/tune_dec_q.py [--qtypes q4,bf16] [--json out.json] [--prefill]
+
+``--prefill`` times GEMM-shaped tiles at T = 128, 256, 1024 beside the route and cuBLAS
+(docs/perf/prefill_h200.md, "Fused decode-GEMM attempts", f0).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import numpy as np
 from ninfer import QType
 from ninfer.bench.fixture import random_activations, random_device_weight
 from ninfer.bench.metrics import point_metrics
+from ninfer.bench.peers import cublas_call
 from ninfer.bench.results import environment
 from ninfer.bench.run import ceilings, prepared_call
 from ninfer.bench.timer import ColdTimer
@@ -84,8 +88,6 @@ def main() -> int:
             for ts, tiles in candidates:
                 for t in ts:
                     if args.prefill:
-                        from ninfer.bench.peers import cublas_call
-
                         pc = timer.time(cublas_call(n, k, t, timer.stream.ptr))
                         print(f"{q.value:<5} {n} {k} {t:>4} cublas {pc.median_us:9.2f}", flush=True)
                         rows.append(
