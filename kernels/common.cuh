@@ -89,10 +89,11 @@ __device__ __forceinline__ const u8* rows_at(const u8* plane, int n, int row_byt
 }
 
 // Fmt<QT>::codes: the 32 weights of chunk c (k = 32c .. 32c+31) of row n, WITHOUT the
-// group scale, as floats that are exactly BF16-representable (small integers, E2M1
-// values, or BF16 values). Kernels multiply by the scale after summing a group, so the
-// tensor-core products code*x are exact and only FP32 accumulation rounds.
+// group scale, as exact floats (small integers, E2M1 values, or BF16 values).
 // Fmt<QT>::scale: the scale of group g of row n. GROUP is the group size (0: none).
+// Their user, dq_gemm, multiplies each code by its group's scale in FP32 (exact: at most
+// 19 significant bits) and rounds the product once to BF16 (docs/routes.md, numerics).
+// (dec_q reads its stage copies through its own Dec<QT>.)
 template <int QT> struct Fmt;
 
 // Small unsigned integer c (< 2^23) -> float exactly, without the quarter-rate I2F:
