@@ -1,6 +1,6 @@
 """The dq_wgmma ablation of docs/perf/prefill_h200.md ("Fused decode-GEMM attempts").
 
-Runs against fused_gemm_rejected.diff applied to the tree (`git apply`): kernels/dq_wgmma.cu
+Runs against fused_gemm_rejected.diff applied on 499f7a6 (`git apply`): kernels/dq_wgmma.cu
 there has a DQ_SKIP bit mask (1: no W copy, 2: no x copy, 4: no decode, 8: no
 fence.proxy.async, 16: no wgmma) that removes one part of the pipeline at a time, and
 this script times each variant of one tile (BM = 128 rows, BN = 128 tokens, S = 4;
