@@ -92,7 +92,10 @@ def main() -> None:
     lib = ctypes.CDLL("libcuda.so.1")
     enc = lib.cuTensorMapEncodeTiled
     enc.restype = ctypes.c_int
-    tmap = (ctypes.c_uint64 * 16)()
+    # The map must be 64-byte aligned (cuTensorMapEncodeTiled); a ctypes array is only
+    # 16-byte aligned: an aligned view of a larger buffer (the run below predates this).
+    buf = ctypes.create_string_buffer(192)
+    tmap = (ctypes.c_uint64 * 16).from_address((ctypes.addressof(buf) + 63) & ~63)
     dims = (ctypes.c_uint64 * 2)(k, t)
     strides = (ctypes.c_uint64 * 1)(k * 2)
     box = (ctypes.c_uint32 * 2)(64, 64)
