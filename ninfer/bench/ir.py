@@ -67,13 +67,24 @@ def nvrtc_version() -> str | None:
         return None
 
 
+def target(name: str, cc: int) -> str:
+    """The -arch a route's kernels are compiled for on sm_<cc>: sm_90a where the route
+    needs the arch-specific features (dq_rs: wgmma, TMA), else sm_<cc>."""
+    return f"sm_{cc}a" if f"sm_{cc}a" in getattr(LAUNCHERS[name], "ARCHS", ()) else f"sm_{cc}"
+
+
 def _nvrtc(src: str, name: str, exprs: tuple[str, ...], cc: int) -> Compiled:
     from cupy.cuda import nvrtc
 
     # CuPy's RawModule path adds -ftz=true, -arch=sm_XX (its cubin method) and
     # --device-as-default-execution-space to OPTIONS. Its -I paths are left out: the
     # assembled source includes nothing, so they cannot change code (and are absolute).
-    opts = (*OPTIONS, "-ftz=true", f"-arch=sm_{cc}", "--device-as-default-execution-space")
+    opts = (
+        *OPTIONS,
+        "-ftz=true",
+        f"-arch={target(name, cc)}",
+        "--device-as-default-execution-space",
+    )
     prog = nvrtc.createProgram(src, f"{name}.cu", (), ())
     try:
         for e in exprs:
@@ -103,7 +114,7 @@ def _nvcc(nvcc: str, src: str, name: str, exprs: tuple[str, ...], cc: int) -> Co
     # No name expressions in nvcc: host-side references instantiate the templates, and
     # --keep leaves the PTX that ptxas turned into this cubin.
     refs = ", ".join(f"(void*)&{e}" for e in exprs)
-    opts = (*OPTIONS, "-ftz=true", f"-arch=sm_{cc}")
+    opts = (*OPTIONS, "-ftz=true", f"-arch={target(name, cc)}")
     with tempfile.TemporaryDirectory() as d:
         Path(d, "k.cu").write_text(f"{src}\nvoid* ninfer_ir_refs[] = {{{refs}}};\n")
         cmd = [nvcc, "-cubin", *opts, "--keep", "k.cu", "-o", "k.cubin"]

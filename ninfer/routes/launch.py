@@ -117,6 +117,6 @@ def _kernel(device: int, mod: Any, expr: str) -> Any:
     key = (device, mod.NAME, expr)
     fn = _kernels.get(key)
     if fn is None:
-        fn = get_kernel(device, mod.NAME, expr, mod.INSTANCES)
+        fn = get_kernel(device, mod.NAME, expr, mod.INSTANCES, getattr(mod, "NVRTC_OPTIONS", ()))
         _kernels[key] = fn
     return fn

@@ -13,7 +13,7 @@ from types import ModuleType
 from ..errors import UnsupportedProblem
 from ..formats.qtype import QType
 from ..policy import Policy
-from . import dec_q, dq_gemm
+from . import dec_q, dq_gemm, dq_rs
 from .problem import Problem
 
 ALL_QTYPES = frozenset(QType)
@@ -47,7 +47,7 @@ class Route:
         return LAUNCHERS[self.name]
 
 
-LAUNCHERS: dict[str, ModuleType] = {m.NAME: m for m in (dec_q, dq_gemm)}
+LAUNCHERS: dict[str, ModuleType] = {m.NAME: m for m in (dec_q, dq_gemm, dq_rs)}
 
 _PORTABLE = (
     Route("dec_q", 1, dec_q.T_MAX, note="tensor-core GEMV: W decoded from global into A fragments"),
@@ -77,6 +77,33 @@ _DQ_EARLY = ALL_QTYPES - {QType.BF16}
 # lose at T = 17 (0.97-1.11).
 _W8 = frozenset({QType.W8})
 _W8_N, _SMALL_N = 6144, 3456
+# T >= 65 on sm_90 (docs/perf/prefill_h200/crossover_dq_rs.json: both routes timed on the
+# suites' 13 shapes at T = 65 ... 2048, every format): dq_rs (one kernel, no workspace
+# traffic) against dq_gemm (decode to BF16 + cuBLAS). dq_rs makes one block per 128 rows
+# x 128-256 tokens, so it needs many rows: on N >= 14336 it takes 0.39-0.93 of dq_gemm's
+# time up to T = 512 (Q4, W8), 256 (Q5, Q6: the high bits; NVFP4: the E2M1/E4M3 decode)
+# and 1024 (BF16, whose dq_gemm pays a full copy of the weight); on N <= 10240 it loses
+# (1.0-3.5x) except BF16, which wins from N = 5120 up to T = 512 (0.74-0.95). No shape
+# between N = 10240 and 14336 was measured: the bound sits at the measured side.
+_RS_N = 14336
+_RS_BF16_N = 5120
+_Q4_W8 = frozenset({QType.Q4, QType.W8})
+_Q5_Q6_NVFP4 = frozenset({QType.Q5, QType.Q6, QType.NVFP4})
+_RS = "fused wgmma, weight decoded into registers (sm_90a)"
+_DQ = "decode + cuBLAS"
+_SM90_PREFILL = (
+    Route("dq_rs", 65, 512, _Q4_W8, n_min=_RS_N, note=_RS),
+    Route("dq_gemm", 65, 512, _Q4_W8, n_max=_RS_N - 1, note=_DQ),
+    Route("dq_gemm", 513, None, _Q4_W8, note=_DQ),
+    Route("dq_rs", 65, 256, _Q5_Q6_NVFP4, n_min=_RS_N, note=_RS),
+    Route("dq_gemm", 65, 256, _Q5_Q6_NVFP4, n_max=_RS_N - 1, note=_DQ),
+    Route("dq_gemm", 257, None, _Q5_Q6_NVFP4, note=_DQ),
+    Route("dq_rs", 65, 512, _BF16, n_min=_RS_BF16_N, note=_RS),
+    Route("dq_gemm", 65, 512, _BF16, n_max=_RS_BF16_N - 1, note=_DQ),
+    Route("dq_rs", 513, 1024, _BF16, n_min=_RS_N, note=_RS),
+    Route("dq_gemm", 513, 1024, _BF16, n_max=_RS_N - 1, note=_DQ),
+    Route("dq_gemm", 1025, None, _BF16, note=_DQ),
+)
 _SM90 = (
     Route("dec_q", 1, 16, note="tensor-core GEMV: W decoded from global into A fragments"),
     Route("dq_gemm", 17, 32, _W8, n_max=_W8_N, note="W8, N <= 6144: decode + cuBLAS"),
@@ -87,7 +114,7 @@ _SM90 = (
     Route("dec_q", 33, dec_q.T_MAX, _DQ_EARLY, n_min=_N_SPLIT + 1, note="large N: wide-token tile"),
     Route("dq_gemm", 33, dec_q.T_MAX, _BF16, n_max=_BF16_N, note="BF16, N <= 5120: decode + GEMM"),
     Route("dec_q", 33, dec_q.T_MAX, _BF16, n_min=_BF16_N + 1, note="BF16, larger N: wide tile"),
-    _PORTABLE[1],
+    *_SM90_PREFILL,
 )
 
 # Keyed by the lowest compute capability each table serves; a device uses the table of

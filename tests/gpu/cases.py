@@ -8,7 +8,7 @@ import numpy as np
 
 from ninfer import PackedWeight, Policy, QType
 from ninfer.ops import linear, linear_workspace_bytes
-from ninfer.routes import ROUTE_TABLES, Problem, dq_gemm, seams, select
+from ninfer.routes import ROUTE_TABLES, Problem, seams, select
 
 from .oracle import (
     bf16_bits,
@@ -21,8 +21,9 @@ from .oracle import (
 )
 
 # Odd N (1152, 4304), padded K (4304 -> 4352), a small shape whose N is no tile multiple,
-# and N = 8200 above the sm_90 table's N bound (8192) with a partial 16-row band.
-SHAPES = [(264, 640), (4304, 1152), (1152, 4304), (8200, 640)]
+# N = 8200 above the sm_90 table's N bound (8192) with a partial 16-row band, and
+# N = 14352 above its dq_rs bound (14336), a partial 128-row tile.
+SHAPES = [(264, 640), (4304, 1152), (1152, 4304), (8200, 640), (14352, 640)]
 SUITE_T = {1, 4, 16, 128, 1024}  # the seed's Continuous and VisionStep4 classes
 LARGE_T = {64, 1025, 2048}
 ALL_T = sorted(
@@ -34,12 +35,10 @@ QTYPES = list(QType)
 def owned_t(route: str) -> list[int]:
     """T values of ALL_T that ``route`` serves in some architecture's table."""
     out = set()
-    for cc, table in ROUTE_TABLES.items():
+    for table in ROUTE_TABLES.values():
         for r in table:
-            if r.name == route:
-                out |= {
-                    t for t in ALL_T if r.supports(Problem(QType.Q4, Policy.A16, 64, 128, t, cc))
-                }
+            if r.name == route:  # its T range: run_case skips what another entry serves
+                out |= {t for t in ALL_T if r.t_min <= t and (r.t_max is None or t <= r.t_max)}
     return sorted(out)
 
 
@@ -94,7 +93,8 @@ def workspace_for(w: PackedWeight, t: int, policy: Policy = Policy.A16) -> Any:
 def oracle_weight(w: PackedWeight, t: int, w64: Any, policy: Policy = Policy.A16) -> Any:
     """The weight the selected route multiplies (DESIGN §5: the oracle follows the route)."""
     p = Problem(w.qtype, policy, w.n, w.k, t, device_cc())
-    if select(p).name == "dq_gemm" and w.qtype in dq_gemm.ROUNDS_WEIGHT:
+    launcher = select(p).launcher
+    if w.qtype in getattr(launcher, "ROUNDS_WEIGHT", ()):
         return bf16_rounded(w64)
     return w64
 

@@ -1,0 +1,364 @@
+// dq_rs: the prefill route on sm_90a (Hopper). out = x · W^T with the weight decoded by
+// the warps that multiply it, straight into wgmma's register A operand (the RS form):
+// the decoded weight never goes to memory, and nothing but x and the packed planes is
+// read (docs/routes.md, "dq_rs"; docs/perf/prefill_h200.md, "dq_rs").
+//
+// A block owns a tile of 128 weight rows x 128 NB tokens; K goes in stages of 64. Its
+// 384 threads are three warpgroups:
+// - warpgroups 0 and 1 (the consumers) hold rows 64 c .. 64 c + 63 each; warp w (0..7)
+//   decodes band w (16 rows) of a stage into four k16 A fragments and issues
+//   wgmma.m64n128k16 per k16 step and 128-token half, A from registers, B (x) from
+//   shared memory. Stage st's MMAs run while the warp decodes stage st + 1 (two
+//   fragment sets; wgmma.wait_group 1), so the decode hides under the tensor cores.
+// - warpgroup 2: one thread issues the copies — per stage one TMA box of x (64 k x 128 NB
+//   tokens, 128-byte swizzle; out-of-bounds tokens and columns read as zero) and one box
+//   per weight plane (the stage's blocks of the tile's 8 bands, as stored: formats.md),
+//   all completing on the stage's mbarrier; a ring of S stages, each slot refilled once
+//   both consumer warpgroups have retired its MMAs.
+//
+// Why this shape (measured on the H200, docs/perf/prefill_h200.md): a separate decode
+// warpgroup writing a BF16 A tile to shared memory (dq_ws, not landed) spent ~89 KB of
+// shared-memory traffic per stage against 512 cycles of MMA and ran at 1440 cycles per
+// stage; decoding into registers removes the A tile's store and its reads by the MMAs.
+//
+// Numerics are dq_gemm's: each weight is scale x code computed exactly in FP32 and
+// rounded once to BF16 (NVFP4: e4m3 x e2m1, exact; BF16: copied); FP32 accumulation;
+// NVFP4's tensor scale multiplies the FP32 sum; one rounding to BF16 at the end.
+// Requires sm_90a (wgmma, TMA, setmaxnreg): NVRTC gets -arch=sm_90a (routes/dq_rs.py).
+#include "common.cuh"
+
+constexpr int RS_BK = 64;                    // k per stage
+constexpr int RS_BM = 128;                   // weight rows per tile: 2 consumer warpgroups x m64
+constexpr int RS_BT = 128;                   // tokens per wgmma (m64n128k16) and per x box half
+constexpr int RS_X_HALF = RS_BT * RS_BK * 2;  // 16 KB: one 128-token half of an x stage
+constexpr int RS_ATOM = 1024;                // 8 swizzled 128-byte rows: the x tile's SBO
+
+// Bytes of one 16-row band per 64-k stage, per plane (formats.md: a 128-k storage stage
+// holds 2x the codes of a 64-k stage; high bits and scales are copied whole per 128 k).
+template <int QT> struct RsBand;
+template <> struct RsBand<QT_Q4> { static constexpr int CODES = 512, QH = 0, SC = 64; };
+template <> struct RsBand<QT_Q5> { static constexpr int CODES = 512, QH = 256, SC = 64; };
+template <> struct RsBand<QT_Q6> { static constexpr int CODES = 512, QH = 512, SC = 64; };
+template <> struct RsBand<QT_W8> { static constexpr int CODES = 1024, QH = 0, SC = 128; };
+template <> struct RsBand<QT_NVFP4> { static constexpr int CODES = 512, QH = 0, SC = 128; };
+template <> struct RsBand<QT_BF16> { static constexpr int CODES = 2048, QH = 0, SC = 0; };
+
+struct alignas(64) RsTensorMap {  // CUtensorMap: 128 opaque bytes, 64-byte aligned
+  u64 v[16];
+};
+
+__device__ __forceinline__ u32 rs_smem(const void* p) {
+  u32 a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+  u32 done = 0;
+  while (!done) {
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  }
+}
+// One box of a 2-D tensor map (x: {k, token}; a weight plane: {8-byte column, band}).
+__device__ __forceinline__ void tma_2d(u32 dst, const RsTensorMap* map, int c0, int c1, u32 bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+      "l"(reinterpret_cast<u64>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+// wgmma shared-memory descriptor: start, leading and stride byte offsets (>> 4), swizzle
+// mode (1: 128-byte). x's box is K-major with 128-byte rows: SBO = one 1 KB swizzle atom,
+// LBO unused, start + 32 bytes per k16 step (verified: fused/probe_tma.py).
+__device__ __forceinline__ u64 rs_desc(u32 addr) {
+  return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(16 >> 4) << 16) | ((u64)(RS_ATOM >> 4) << 32) | (1ull << 62);
+}
+
+// Keeps the compiler from moving accumulator accesses across the wgmma fence and wait
+// (an accumulator is undefined between the MMA's issue and its wait; CUTLASS's
+// warpgroup_fence_operand).
+__device__ __forceinline__ void acc_fence(float d[64]) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+__device__ __forceinline__ void wgmma_rs(float d[64], const u32 a[4], u64 db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%"
+      "27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%"
+      "52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+
+// Two weights (the lower k in the low half) times FP32 scale s, each product exact, as
+// one BF16 pair rounded once (dq_gemm's numerics).
+__device__ __forceinline__ u32 bf16_pair(float lo, float hi, float s) {
+  u32 h;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(h) : "f"(hi * s), "f"(lo * s));
+  return h;
+}
+
+// The value of a 4-bit code c with its high bits h (Q5: 1 bit, Q6: 2 bits) as an exact
+// float: Q4 c - 8, Q5 c + 16 h - 16, Q6 c + 16 h - 32, NVFP4 the E2M1 value.
+template <int QT>
+__device__ __forceinline__ float code4_value(u32 c, u32 h) {
+  if constexpr (QT == QT_NVFP4) {
+    return e2m1_to_f(c);
+  } else {
+    constexpr float OFF = QT == QT_Q4 ? 8.f : QT == QT_Q5 ? 16.f : 32.f;
+    return u2f_exact(c | (h << 4)) - OFF;
+  }
+}
+
+// Stage fragments: the four k16 A fragments (a[ks][0..3]) of band `band` for the 64-k
+// stage whose blocks lie at `wst` (codes, then high bits, then scales, each 8 bands; the
+// stage is half j of its 128-k storage stage). Per warp, wgmma's A layout is mma.m16n8k16's:
+// thread (gid, tig) holds rows gid (regs 0, 2) and gid + 8 (regs 1, 3), k 2 tig, 2 tig + 1
+// (regs 0, 1) and 2 tig + 8, 2 tig + 9 (regs 2, 3) of each k16 step. Offsets follow
+// formats.md's storage order.
+template <int QT>
+__device__ __forceinline__ void rs_frag(const u8* wst, int band, int j, int gid, int tig, u32 a[4][4]) {
+  using B = RsBand<QT>;
+  const u8* cb = wst + band * B::CODES;
+  const u8* hb = wst + 8 * B::CODES + band * B::QH;
+  const u8* sb = wst + 8 * (B::CODES + B::QH) + band * B::SC;
+  if constexpr (QT == QT_BF16) {
+    // Sub-block (2 i + h) of the half: rows gid + 8 i, k 8 h .. 8 h + 7 of step ks at
+    // lane block (gid, ks); the pair 2 tig is its bytes 4 tig .. 4 tig + 3.
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      const u8* p = cb + (gid * 4 + ks) * 16 + 4 * tig;
+      a[ks][0] = *reinterpret_cast<const u32*>(p);
+      a[ks][1] = *reinterpret_cast<const u32*>(p + 1024);
+      a[ks][2] = *reinterpret_cast<const u32*>(p + 512);
+      a[ks][3] = *reinterpret_cast<const u32*>(p + 1536);
+    }
+  } else if constexpr (QT == QT_W8) {
+    // Group (32 k) ks / 2 of the half is 512 bytes; its lane block (gid, 2 (ks & 1) + e)
+    // holds k 16 ks + 8 e .. + 7 of row gid (bytes 0..7) and row gid + 8 (bytes 8..15).
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      const int g = 2 * j + (ks >> 1);
+      const float s0 = h2f(*reinterpret_cast<const unsigned short*>(sb + gid * 8 + 2 * g));
+      const float s1 = h2f(*reinterpret_cast<const unsigned short*>(sb + (gid + 8) * 8 + 2 * g));
+      const u8* p = cb + (ks >> 1) * 512 + gid * 64 + 32 * (ks & 1);
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const uint4 q = *reinterpret_cast<const uint4*>(p + 16 * e);
+        const u32 r0 = ((tig >> 1) ? q.y : q.x) >> (16 * (tig & 1));  // row gid: bytes 2 tig, + 1
+        const u32 r1 = ((tig >> 1) ? q.w : q.z) >> (16 * (tig & 1));  // row gid + 8
+        const float l0 = u2f_exact((r0 & 0xffu) ^ 0x80u) - 128.f, h0 = u2f_exact(((r0 >> 8) & 0xffu) ^ 0x80u) - 128.f;
+        const float l1 = u2f_exact((r1 & 0xffu) ^ 0x80u) - 128.f, h1 = u2f_exact(((r1 >> 8) & 0xffu) ^ 0x80u) - 128.f;
+        a[ks][2 * e] = bf16_pair(l0, h0, s0);
+        a[ks][2 * e + 1] = bf16_pair(l1, h1, s1);
+      }
+    }
+  } else {
+    // 4-bit codes: lane block (gid, ks) of the half holds k 16 ks .. + 15 of row gid
+    // (bytes 0..7) and row gid + 8 (bytes 8..15), two codes per byte, the lower k in the
+    // low nibble: the pairs 2 tig and 2 tig + 8 are bytes tig and tig + 4.
+    float s0 = 1.f, s1 = 1.f;
+    if constexpr (QT != QT_NVFP4) {  // FP16 scale per 64 k: group j of the 128-k stage
+      s0 = h2f(*reinterpret_cast<const unsigned short*>(sb + gid * 4 + 2 * j));
+      s1 = h2f(*reinterpret_cast<const unsigned short*>(sb + (gid + 8) * 4 + 2 * j));
+    }
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      if constexpr (QT == QT_NVFP4) {  // E4M3 scale per 16 k: group 4 j + ks
+        s0 = e4m3_to_f(sb[gid * 8 + 4 * j + ks]);
+        s1 = e4m3_to_f(sb[(gid + 8) * 8 + 4 * j + ks]);
+      }
+      // High bits of k 32 c + i, chunk c = 2 j + ks / 2 of the 128-k stage: Q5 one u32
+      // per row and chunk (bit i), Q6 two (bits 2 i, 2 i + 1 of word i / 16).
+      u32 h0 = 0, h1 = 0;
+      if constexpr (QT == QT_Q5) {
+        h0 = *reinterpret_cast<const u32*>(hb + gid * 16 + 4 * (2 * j + (ks >> 1)));
+        h1 = *reinterpret_cast<const u32*>(hb + (gid + 8) * 16 + 4 * (2 * j + (ks >> 1)));
+      } else if constexpr (QT == QT_Q6) {
+        h0 = *reinterpret_cast<const u32*>(hb + gid * 32 + 8 * (2 * j + (ks >> 1)) + 4 * (ks & 1));
+        h1 = *reinterpret_cast<const u32*>(hb + (gid + 8) * 32 + 8 * (2 * j + (ks >> 1)) + 4 * (ks & 1));
+      }
+      const uint4 q = *reinterpret_cast<const uint4*>(cb + (gid * 4 + ks) * 16);
+      const u32 w[4] = {q.x, q.z, q.y, q.w};  // regs 0..3: (gid, +0), (gid+8, +0), (gid, +8), (gid+8, +8)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const u32 byte = (w[r] >> (8 * tig)) & 0xffu;
+        const u32 hw = (r & 1) ? h1 : h0;
+        const int i = 2 * tig + 8 * (r >> 1) + 16 * (ks & 1);  // k of the low code within its chunk
+        u32 hl = 0, hh = 0;
+        if constexpr (QT == QT_Q5) {
+          hl = (hw >> i) & 1u;
+          hh = (hw >> (i + 1)) & 1u;
+        } else if constexpr (QT == QT_Q6) {
+          hl = (hw >> (2 * (i & 15))) & 3u;
+          hh = (hw >> (2 * (i & 15) + 2)) & 3u;
+        }
+        a[ks][r] = bf16_pair(code4_value<QT>(byte & 15u, hl), code4_value<QT>(byte >> 4, hh), (r & 1) ? s1 : s0);
+      }
+    }
+  }
+}
+
+// The tile's output through shared memory (cs: 128 tokens x (128 rows + 8) BF16, over the
+// x ring, whose stages are all consumed) in rows of 16 bytes: consumer warpgroup c holds
+// rows 64 c .. 64 c + 63 in wgmma's accumulator layout. The consumers (256 threads) meet
+// on named barrier 1; ct is the thread's index among them.
+__device__ __forceinline__ void rs_store(const float acc[64], u8* smem, int c, int ct, float tensor_scale,
+                                         bf16_t* __restrict__ out, int N, int T, int n0, int t0) {
+  asm volatile("bar.sync 1, 256;" ::: "memory");
+  bf16_t* cs = reinterpret_cast<bf16_t*>(smem);
+  constexpr int CP = RS_BM + 8;  // +8: the column writes below spread over the banks
+  const int wt = ct & 127, lane = wt & 31, w4 = wt >> 5, gid = lane >> 2, tig = lane & 3;
+#pragma unroll
+  for (int j = 0; j < 16; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = 64 * c + 16 * w4 + gid + (e >= 2 ? 8 : 0);
+      const int col = 8 * j + 2 * tig + (e & 1);
+      cs[col * CP + r] = f2bf(acc[4 * j + e] * tensor_scale);
+    }
+  asm volatile("bar.sync 1, 256;" ::: "memory");
+  const bool ovec = N % 8 == 0 && (reinterpret_cast<size_t>(out) & 15) == 0;
+  for (int idx = ct; idx < RS_BT * (RS_BM / 8); idx += 256) {
+    const int col = idx / (RS_BM / 8), r = 8 * (idx % (RS_BM / 8));
+    const int t = t0 + col, n = n0 + r;
+    if (t >= T || n >= N) continue;
+    const bf16_t* src = cs + col * CP + r;
+    bf16_t* dst = out + (size_t)t * N + n;
+    if (ovec) {
+      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+    } else {
+      for (int e = 0; e < 8 && n + e < N; ++e) dst[e] = src[e];
+    }
+  }
+}
+
+// Stages per loop body: the body ends in wait_group 0. With MMAs in flight across the
+// loop's back edge, ptxas cannot tell the two fragment sets apart and serializes every
+// wgmma (C7513); within straight-line code it tracks them.
+constexpr int RS_UNROLL = 4;
+
+// S: ring slots; NB: 128-token halves per tile (the decode of a stage then feeds 128 NB
+// tokens of MMAs). Dynamic shared memory: 1 KB of alignment slack, [S][x stage: NB x 16 KB]
+// [S][W stage][2 S mbarriers] (routes/dq_rs.py: shared_bytes).
+template <int QT, int S, int NB>
+__global__ void __launch_bounds__(384, 1)
+    dq_rs(const __grid_constant__ RsTensorMap xmap, const __grid_constant__ RsTensorMap wcodes,
+          const __grid_constant__ RsTensorMap whigh, const __grid_constant__ RsTensorMap wscale, float tensor_scale,
+          int N, int kpad, bf16_t* __restrict__ out, int T) {
+  using B = RsBand<QT>;
+  constexpr int WST = 8 * (B::CODES + B::QH + B::SC), XT = NB * RS_X_HALF;
+  extern __shared__ __align__(16) u8 smem_raw[];
+  // The 128-byte swizzle works on 1 KB atoms: the x stages start on a 1 KB boundary.
+  u8* smem = smem_raw + ((1024u - (rs_smem(smem_raw) & 1023u)) & 1023u);
+  u8* wr = smem + S * XT;  // [S][WST]; every part a multiple of 128 bytes (TMA's alignment)
+  const u32 xs0 = rs_smem(smem), wr0 = rs_smem(wr), bar0 = rs_smem(wr + S * WST);
+  auto full = [&](int s) { return bar0 + 8 * s; };        // the stage's copies landed
+  auto empty = [&](int s) { return bar0 + 8 * (S + s); };  // both consumers retired its MMAs
+  const int tid = threadIdx.x, wg = tid / 128;
+  const int n0 = blockIdx.x * RS_BM, t0 = blockIdx.y * RS_BT * NB;
+  const int nst = kpad / RS_BK;  // even: kpad is a multiple of 128
+  if (tid == 0) {
+    for (int s = 0; s < S; ++s) {
+      mbar_init(full(s), 1);
+      mbar_init(empty(s), 2);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  // Registers are allocated per warpgroup (ptxas gives a 384-thread block 168 each): the
+  // copy warpgroup hands its share to the consumers, whose NB x 64 accumulators and two
+  // fragment sets need more (40 x 128 + 232 x 256 <= 65536).
+  if (wg == 2) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;" ::: "memory");
+    if (tid == 256) {
+      for (int st = 0; st < nst; ++st) {
+        const int s = st % S, sst = st >> 1, half = st & 1;
+        if (st >= S) mbar_wait(empty(s), ((st - S) / S) & 1);
+        const u32 dst = wr0 + s * WST;
+        // A box always delivers its whole size (zero fill included): a fixed byte count.
+        mbar_expect_tx(full(s), XT + WST);
+        tma_2d(xs0 + s * XT, &xmap, st * RS_BK, t0, full(s));
+        tma_2d(dst, &wcodes, (sst * 2 * B::CODES + half * B::CODES) / 8, n0 / 16, full(s));
+        if constexpr (B::QH > 0) tma_2d(dst + 8 * B::CODES, &whigh, sst * B::QH / 8, n0 / 16, full(s));
+        if constexpr (B::SC > 0) tma_2d(dst + 8 * (B::CODES + B::QH), &wscale, sst * B::SC / 8, n0 / 16, full(s));
+      }
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;" ::: "memory");
+  const int c = wg, band = tid / 32, lane = tid % 32, gid = lane >> 2, tig = lane & 3;
+  float acc[NB][64];
+#pragma unroll
+  for (int h = 0; h < NB; ++h)
+#pragma unroll
+    for (int e = 0; e < 64; ++e) acc[h][e] = 0.f;
+  auto fence_acc = [&] {
+#pragma unroll
+    for (int h = 0; h < NB; ++h) acc_fence(acc[h]);
+  };
+  u32 a0[4][4], a1[4][4];
+  // One stage: decode into `a` (the other set may still feed stage st - 1's MMAs), issue
+  // its MMAs, wait for stage st - 1's, release that slot.
+  auto step = [&](int st, u32 (&a)[4][4]) {
+    const int s = st % S;
+    mbar_wait(full(s), (st / S) & 1);
+    rs_frag<QT>(wr + s * WST, band, st & 1, gid, tig, a);
+    fence_acc();
+    // The fence takes the fragments as operands, so their definitions stay before it.
+    asm volatile("wgmma.fence.sync.aligned;"
+                 : "+r"(a[0][0]), "+r"(a[0][1]), "+r"(a[0][2]), "+r"(a[0][3]), "+r"(a[1][0]), "+r"(a[1][1]),
+                   "+r"(a[1][2]), "+r"(a[1][3]), "+r"(a[2][0]), "+r"(a[2][1]), "+r"(a[2][2]), "+r"(a[2][3]),
+                   "+r"(a[3][0]), "+r"(a[3][1]), "+r"(a[3][2]), "+r"(a[3][3])
+                 :
+                 : "memory");
+    const u32 xb = xs0 + s * XT;
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks)
+#pragma unroll
+      for (int h = 0; h < NB; ++h) wgmma_rs(acc[h], a[ks], rs_desc(xb + h * RS_X_HALF + 32 * ks));
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+    fence_acc();
+    if (st >= 1 && tid % 128 == 0) mbar_arrive(empty((st - 1) % S));
+  };
+  for (int st = 0; st < nst; st += RS_UNROLL) {
+#pragma unroll
+    for (int u = 0; u < RS_UNROLL; u += 2) {
+      if (st + u < nst) {
+        step(st + u, a0);
+        step(st + u + 1, a1);
+      }
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    fence_acc();
+  }
+#pragma unroll
+  for (int h = 0; h < NB; ++h) {
+    if (h > 0) asm volatile("bar.sync 1, 256;" ::: "memory");  // the last half's stores read cs
+    rs_store(acc[h], smem, c, tid, tensor_scale, out, N, T, n0, t0 + RS_BT * h);
+  }
+}

@@ -1,0 +1,76 @@
+"""Conformance of the dq_rs route (kernels/dq_rs.cu, sm_90a) through the public op: every
+format, the conformance shapes, the T it owns (the oracle rounds the weights the route
+rounds: cases.oracle_weight), both token tiles, and x that TMA cannot read in place."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ninfer import Policy, QType
+from ninfer.ops import linear
+from ninfer.routes import Problem, dq_rs, select
+
+from .cases import (
+    QTYPES,
+    SHAPES,
+    device_cc,
+    nan_like_out,
+    oracle_weight,
+    owned_t,
+    run_case,
+    workspace_for,
+)
+from .oracle import check_against_oracle, packed_case, random_x, seed_for
+
+
+@pytest.mark.parametrize("t", owned_t("dq_rs"))
+@pytest.mark.parametrize(("n", "k"), SHAPES, ids=lambda v: str(v))
+@pytest.mark.parametrize("qtype", QTYPES, ids=lambda q: q.name)
+def test_dq_rs(qtype: QType, n: int, k: int, t: int) -> None:
+    run_case("dq_rs", qtype, n, k, t)
+
+
+@pytest.mark.parametrize("nb", [1, 2])
+@pytest.mark.parametrize("t", [65, 300])
+@pytest.mark.parametrize("qtype", QTYPES, ids=lambda q: q.name)
+def test_dq_rs_each_token_tile(
+    qtype: QType, t: int, nb: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both tiles on one shape whatever the wave rule picks: 128 tokens (T = 300: three
+    tiles, the last partial) and 256 (T = 65: one tile, mostly past T)."""
+    n, k = 4304, 1152
+    monkeypatch.setattr(dq_rs, "NB_FORCE", nb)
+    w, _ = packed_case(qtype, n, k, seed_for("w", qtype.name, n, k))
+    w.dispatch_cache.clear()  # plans hold their tile: none built before the patch
+    try:
+        run_case("dq_rs", qtype, n, k, t)
+    finally:
+        w.dispatch_cache.clear()
+
+
+@pytest.mark.parametrize(("k", "offset"), [(1152, 1), (1001, 0)], ids=["x_base_+2B", "K_1001"])
+@pytest.mark.parametrize("qtype", [QType.Q4, QType.NVFP4, QType.BF16], ids=lambda q: q.name)
+def test_dq_rs_x_not_tma_aligned(qtype: QType, k: int, offset: int) -> None:
+    """x whose base is not 16-byte aligned, or whose rows are not whole 16 bytes (K = 1001),
+    goes through the workspace copy; the result must not depend on it."""
+    import cupy as cp
+    import ml_dtypes
+
+    n, t = 264, 130
+    w, w64 = packed_case(qtype, n, k, seed_for("w", qtype.name, n, k))
+    if select(Problem(qtype, Policy.A16, n, k, t, device_cc())).name != "dq_rs":
+        pytest.skip(f"dq_rs does not serve T={t} on sm_{device_cc()}")
+    seed = seed_for("dq_rs_x", qtype.name, k, offset)
+    xh = random_x(np.random.default_rng(seed), t, k)
+    bits = xh.astype(ml_dtypes.bfloat16).view(np.uint16).ravel()
+    buf = cp.zeros(bits.size + offset, dtype=cp.uint16)
+    buf[offset:] = cp.asarray(bits)
+    x = buf[offset:].reshape(t, k).view(ml_dtypes.bfloat16)
+    assert (x.data.ptr % 16 != 0) == (offset != 0)
+    out = nan_like_out(t, n)
+    linear(x, w, out, workspace=workspace_for(w, t))
+    label = f"dq_rs {qtype.name} [{n},{k}] T={t} x offset {2 * offset} B"
+    check_against_oracle(
+        out, xh.astype(ml_dtypes.bfloat16), oracle_weight(w, t, w64), label, qtype.name, seed
+    )
