@@ -78,31 +78,31 @@ _DQ_EARLY = ALL_QTYPES - {QType.BF16}
 _W8 = frozenset({QType.W8})
 _W8_N, _SMALL_N = 6144, 3456
 # T >= 65 on sm_90 (docs/perf/prefill_h200/crossover_dq_rs.json: both routes timed on the
-# suites' 13 shapes at T = 65 ... 2048, every format): dq_rs (one kernel, no workspace
-# traffic) against dq_gemm (decode to BF16 + cuBLAS). dq_rs makes one block per 128 rows
-# x 128-256 tokens, so it needs many rows: on N >= 14336 it takes 0.39-0.93 of dq_gemm's
-# time up to T = 512 (Q4, W8), 256 (Q5, Q6: the high bits; NVFP4: the E2M1/E4M3 decode)
-# and 1024 (BF16, whose dq_gemm pays a full copy of the weight); on N <= 10240 it loses
-# (1.0-3.5x) except BF16, which wins from N = 5120 up to T = 512 (0.74-0.95). No shape
-# between N = 10240 and 14336 was measured: the bound sits at the measured side.
+# suites' 13 shapes at T = 65 ... 2048, every format): dq_rs (one kernel, the weight
+# decoded into wgmma's registers) against dq_gemm (decode to BF16 + cuBLAS). dq_rs makes
+# one block per 128 rows x 128 or 256 tokens, so it needs many rows, and its time steps
+# with whole waves of blocks over the 132 SMs:
+# - N >= 14336, every quantized format, T <= 256: 0.44-0.85 of dq_gemm's time (the 112 -
+#   272 row blocks of [14336 ... 34816, 5120] are 1-3 waves of 256-token tiles). Past
+#   T = 256 a 112-row-block weight needs a second wave: at T = 512 it is still 0.78-0.98
+#   (NVFP4 1.0-1.15), but T = 257 ... 384 would pay both waves for little more than one
+#   wave's work (about 138 us against dq_gemm's ~125 at [14336,5120] Q4), so the entry
+#   stops at 256.
+# - BF16 (whose dq_gemm pays a full copy of the weight), N >= 5120, T <= 512: 0.39-0.95.
+# - N <= 10240 quantized: dq_rs loses (1.0-3.5x: 40-80 row blocks leave SMs idle). No
+#   shape between N = 10240 and 14336 was measured: the bound sits at the measured side.
 _RS_N = 14336
 _RS_BF16_N = 5120
-_Q4_W8 = frozenset({QType.Q4, QType.W8})
-_Q5_Q6_NVFP4 = frozenset({QType.Q5, QType.Q6, QType.NVFP4})
+_QUANT = ALL_QTYPES - {QType.BF16}
 _RS = "fused wgmma, weight decoded into registers (sm_90a)"
 _DQ = "decode + cuBLAS"
 _SM90_PREFILL = (
-    Route("dq_rs", 65, 512, _Q4_W8, n_min=_RS_N, note=_RS),
-    Route("dq_gemm", 65, 512, _Q4_W8, n_max=_RS_N - 1, note=_DQ),
-    Route("dq_gemm", 513, None, _Q4_W8, note=_DQ),
-    Route("dq_rs", 65, 256, _Q5_Q6_NVFP4, n_min=_RS_N, note=_RS),
-    Route("dq_gemm", 65, 256, _Q5_Q6_NVFP4, n_max=_RS_N - 1, note=_DQ),
-    Route("dq_gemm", 257, None, _Q5_Q6_NVFP4, note=_DQ),
+    Route("dq_rs", 65, 256, _QUANT, n_min=_RS_N, note=_RS),
+    Route("dq_gemm", 65, 256, _QUANT, n_max=_RS_N - 1, note=_DQ),
+    Route("dq_gemm", 257, None, _QUANT, note=_DQ),
     Route("dq_rs", 65, 512, _BF16, n_min=_RS_BF16_N, note=_RS),
     Route("dq_gemm", 65, 512, _BF16, n_max=_RS_BF16_N - 1, note=_DQ),
-    Route("dq_rs", 513, 1024, _BF16, n_min=_RS_N, note=_RS),
-    Route("dq_gemm", 513, 1024, _BF16, n_max=_RS_N - 1, note=_DQ),
-    Route("dq_gemm", 1025, None, _BF16, note=_DQ),
+    Route("dq_gemm", 513, None, _BF16, note=_DQ),
 )
 _SM90 = (
     Route("dec_q", 1, 16, note="tensor-core GEMV: W decoded from global into A fragments"),

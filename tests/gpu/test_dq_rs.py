@@ -32,14 +32,14 @@ def test_dq_rs(qtype: QType, n: int, k: int, t: int) -> None:
 
 
 @pytest.mark.parametrize("nb", [1, 2])
-@pytest.mark.parametrize("t", [65, 300])
+@pytest.mark.parametrize("t", [65, 200])
 @pytest.mark.parametrize("qtype", QTYPES, ids=lambda q: q.name)
 def test_dq_rs_each_token_tile(
     qtype: QType, t: int, nb: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Both tiles on one shape whatever the wave rule picks: 128 tokens (T = 300: three
+    """Both tiles on one shape whatever the wave rule picks: 128 tokens (T = 200: two
     tiles, the last partial) and 256 (T = 65: one tile, mostly past T)."""
-    n, k = 4304, 1152
+    n, k = 14352, 640
     monkeypatch.setattr(dq_rs, "NB_FORCE", nb)
     w, _ = packed_case(qtype, n, k, seed_for("w", qtype.name, n, k))
     w.dispatch_cache.clear()  # plans hold their tile: none built before the patch
@@ -57,7 +57,7 @@ def test_dq_rs_x_not_tma_aligned(qtype: QType, k: int, offset: int) -> None:
     import cupy as cp
     import ml_dtypes
 
-    n, t = 264, 130
+    n, t = 14352, 130
     w, w64 = packed_case(qtype, n, k, seed_for("w", qtype.name, n, k))
     if select(Problem(qtype, Policy.A16, n, k, t, device_cc())).name != "dq_rs":
         pytest.skip(f"dq_rs does not serve T={t} on sm_{device_cc()}")
