@@ -88,7 +88,10 @@ _W8_N, _SMALL_N = 6144, 3456
 #   (NVFP4 1.0-1.15), but T = 257 ... 384 would pay both waves for little more than one
 #   wave's work (about 138 us against dq_gemm's ~125 at [14336,5120] Q4), so the entry
 #   stops at 256.
-# - BF16 (whose dq_gemm pays a full copy of the weight), N >= 5120, T <= 512: 0.39-0.95.
+# - BF16 (whose dq_gemm pays a full copy of the weight), N >= 5120, T <= 256: 0.39-0.95.
+#   At T = 512 it still wins (0.65-0.85), but the [14336,5120] sweep (T = 288: 181 us
+#   against dq_gemm's ~150; prefill_h200.md) shows the same wave step, made worse by a
+#   second tile that lies mostly past T: the entry stops at 256 like the others.
 # - N <= 10240 quantized: dq_rs loses (1.0-3.5x: 40-80 row blocks leave SMs idle). No
 #   shape between N = 10240 and 14336 was measured: the bound sits at the measured side.
 _RS_N = 14336
@@ -100,9 +103,9 @@ _SM90_PREFILL = (
     Route("dq_rs", 65, 256, _QUANT, n_min=_RS_N, note=_RS),
     Route("dq_gemm", 65, 256, _QUANT, n_max=_RS_N - 1, note=_DQ),
     Route("dq_gemm", 257, None, _QUANT, note=_DQ),
-    Route("dq_rs", 65, 512, _BF16, n_min=_RS_BF16_N, note=_RS),
-    Route("dq_gemm", 65, 512, _BF16, n_max=_RS_BF16_N - 1, note=_DQ),
-    Route("dq_gemm", 513, None, _BF16, note=_DQ),
+    Route("dq_rs", 65, 256, _BF16, n_min=_RS_BF16_N, note=_RS),
+    Route("dq_gemm", 65, 256, _BF16, n_max=_RS_BF16_N - 1, note=_DQ),
+    Route("dq_gemm", 257, None, _BF16, note=_DQ),
 )
 _SM90 = (
     Route("dec_q", 1, 16, note="tensor-core GEMV: W decoded from global into A fragments"),
