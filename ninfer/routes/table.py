@@ -86,8 +86,8 @@ _W8_N, _SMALL_N = 6144, 3456
 #   272 row blocks of [14336 ... 34816, 5120] are 1-3 waves of 256-token tiles). Past
 #   T = 256 a 112-row-block weight needs a second wave: at T = 512 it is still 0.78-0.98
 #   (NVFP4 1.0-1.15), but T = 257 ... 384 would pay both waves for little more than one
-#   wave's work (about 138 us against dq_gemm's ~125 at [14336,5120] Q4), so the entry
-#   stops at 256.
+#   wave's work (Q4 [14336,5120]: the two waves take 136 us, measured at T = 512, and
+#   dq_gemm 131 us at T = 288), so the entry stops at 256.
 # - BF16 (whose dq_gemm pays a full copy of the weight), N >= 5120, T <= 256: 0.39-0.95.
 #   At T = 512 it still wins (0.65-0.85), but the [14336,5120] sweep (T = 288: 181 us
 #   against dq_gemm's ~150; prefill_h200.md) shows the same wave step, made worse by a
