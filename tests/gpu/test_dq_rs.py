@@ -74,3 +74,45 @@ def test_dq_rs_x_not_tma_aligned(qtype: QType, k: int, offset: int) -> None:
     check_against_oracle(
         out, xh.astype(ml_dtypes.bfloat16), oracle_weight(w, t, w64), label, qtype.name, seed
     )
+
+
+@pytest.mark.parametrize("offset", [0, 1], ids=["aligned_x", "x_base_+2B"])
+@pytest.mark.parametrize("qtype", QTYPES, ids=lambda q: q.name)
+def test_dq_rs_graph_capture_then_replay_with_new_inputs(qtype: QType, offset: int) -> None:
+    """A captured dq_rs call (its x tensor map travels in the kernel node; an unaligned x
+    adds the workspace copy to the graph) replays on new x values in the same buffers."""
+    import cupy as cp
+    import ml_dtypes
+
+    n, k, t = 14352, 640, 200
+    w, w64 = packed_case(qtype, n, k, seed_for("w", qtype.name, n, k))
+    if select(Problem(qtype, Policy.A16, n, k, t, device_cc())).name != "dq_rs":
+        pytest.skip(f"dq_rs does not serve T={t} on sm_{device_cc()}")
+    seed = seed_for("dq_rs_graph", qtype.name, offset)
+    buf = cp.zeros(t * k + offset, dtype=cp.uint16)
+    x = buf[offset:].reshape(t, k).view(ml_dtypes.bfloat16)
+
+    def fill(s: int) -> np.ndarray:
+        xh = random_x(np.random.default_rng(s), t, k)
+        x[...] = cp.asarray(xh.astype(ml_dtypes.bfloat16).view(np.uint16)).view(ml_dtypes.bfloat16)
+        return xh
+
+    fill(seed)
+    stream = cp.cuda.Stream(non_blocking=True)
+    out = nan_like_out(t, n)
+    ws = workspace_for(w, t)
+    cp.cuda.Device().synchronize()
+    linear(x, w, out, workspace=ws, stream=stream)  # compiles and plans outside the capture
+    stream.synchronize()
+    stream.begin_capture()
+    linear(x, w, out, workspace=ws, stream=stream)
+    graph = stream.end_capture()
+    xh2 = fill(seed + 1)
+    out[...] = nan_like_out(t, n)
+    cp.cuda.Device().synchronize()  # the writes above ran on the legacy stream
+    graph.launch(stream)
+    stream.synchronize()
+    label = f"dq_rs graph {qtype.name} [{n},{k}] T={t} x offset {2 * offset} B"
+    check_against_oracle(
+        out, xh2.astype(ml_dtypes.bfloat16), oracle_weight(w, t, w64), label, qtype.name, seed
+    )
