@@ -77,12 +77,15 @@ def _nvrtc(src: str, name: str, exprs: tuple[str, ...], cc: int) -> Compiled:
     from cupy.cuda import nvrtc
 
     # CuPy's RawModule path adds -ftz=true, -arch=sm_XX (its cubin method) and
-    # --device-as-default-execution-space to OPTIONS. Its -I paths are left out: the
-    # assembled source includes nothing, so they cannot change code (and are absolute).
+    # --device-as-default-execution-space to OPTIONS and the route's own options (dq_rs:
+    # -arch=sm_90a, which NVRTC honours beside CuPy's -arch=sm_90). Its -I paths are left
+    # out: the assembled source includes nothing, so they cannot change code.
+    route_opts = tuple(getattr(LAUNCHERS[name], "NVRTC_OPTIONS", ()))
     opts = (
         *OPTIONS,
+        *route_opts,
         "-ftz=true",
-        f"-arch={target(name, cc)}",
+        f"-arch=sm_{cc}",
         "--device-as-default-execution-space",
     )
     prog = nvrtc.createProgram(src, f"{name}.cu", (), ())
