@@ -31,7 +31,7 @@ ROWS = 128  # RS_BM: weight rows per tile
 # Tokens per tile: 128 (NB = 1) or 256 (NB = 2, half the decode per MMA, but half the
 # tiles). A 256-token tile costs about NB2_COST times a 128-token one, so NB = 2 is taken
 # when its waves of tiles over the SMs, times that, are fewer than NB = 1's. Measured on
-# the H200 (Q4, docs/perf/prefill_h200.md, "dq_rs"), NB = 1 vs NB = 2 in us:
+# the H200 (Q4; docs/perf/prefill_h200/fused/ws_logs/rs_nb2.log), NB = 1 vs NB = 2 in us:
 # [14336,5120] T = 128: 52.5 vs 73.8 (one wave each: the 1.4); T = 256: 99.8 vs 69.0;
 # T = 1024: 333.6 vs 269.7; [6144,5120] T = 256: 51.1 vs 67.1; T = 512: 97.9 vs 68.0.
 NB2_COST = 1.4
