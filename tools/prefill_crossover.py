@@ -18,14 +18,12 @@ import json
 import sys
 
 import numpy as np
+from route_swap import from_t, time_under  # tools/ is the script's sys.path[0]
 
 from ninfer import QType
 from ninfer.bench.fixture import random_activations, random_device_weight
 from ninfer.bench.results import environment
-from ninfer.bench.run import prepared_call
 from ninfer.bench.timer import ColdTimer
-from ninfer.routes import table
-from ninfer.routes.table import Route
 
 # The suites' distinct [N,K] (the seed's permanent surface included).
 SHAPES = [
@@ -49,11 +47,7 @@ def main() -> int:
     shapes = (
         [tuple(map(int, s.split("x"))) for s in args.shapes.split(",")] if args.shapes else SHAPES
     )
-    real = table.ROUTE_TABLES
-    tables: dict[str, dict[int, tuple[Route, ...]]] = {
-        name: {cc: (Route("dec_q", 1, 64), Route(name, 65, None)) for cc in real}
-        for name in ("dq_gemm", "dq_rs")
-    }
+    tables = {name: from_t(name, 65) for name in ("dq_gemm", "dq_rs")}
     env = environment(0)
     timer = ColdTimer(3, args.repeat, 256, "graph")
     rows, bad = [], []
@@ -66,14 +60,7 @@ def main() -> int:
                 us, outs = {}, {}
                 for name, tab in tables.items():
                     out = cp.empty((t, n), dtype=x.dtype)
-                    table.ROUTE_TABLES = tab
-                    try:
-                        cp.cuda.Device().synchronize()
-                        with timer.stream:  # first call: compile and plan, untimed
-                            call = prepared_call(x, w, out)
-                        us[name] = timer.time(call).median_us
-                    finally:
-                        table.ROUTE_TABLES = real
+                    us[name] = time_under(tab, timer, x, w, out)
                     timer.stream.synchronize()
                     outs[name] = out.view(cp.uint16).get().astype(np.uint32) << 16
                 a, b = (outs[r].view(np.float32) for r in ("dq_gemm", "dq_rs"))

@@ -16,13 +16,12 @@ import argparse
 import json
 import sys
 
+from route_swap import from_t, time_under  # tools/ is the script's sys.path[0]
+
 from ninfer import QType
 from ninfer.bench.fixture import random_activations, random_device_weight
 from ninfer.bench.results import environment
-from ninfer.bench.run import prepared_call
 from ninfer.bench.timer import ColdTimer
-from ninfer.routes import table
-from ninfer.routes.table import Route
 
 # The suites' distinct [N,K] below 256 MB plus the two issue-5 shapes.
 SHAPES = [
@@ -40,15 +39,9 @@ def main() -> int:
     ap.add_argument("--json")
     ap.add_argument("--repeat", type=int, default=20)
     args = ap.parse_args()
-    real = table.ROUTE_TABLES
     # Both columns from tables of their own: the real sm_90 table already sends some of
     # these T to dq_gemm, and the dec_q column must be dec_q.
-    late: dict[int, tuple[Route, ...]] = {
-        cc: (Route("dec_q", 1, 64), Route("dq_gemm", 65, None)) for cc in real
-    }
-    early: dict[int, tuple[Route, ...]] = {
-        cc: (Route("dec_q", 1, 16), Route("dq_gemm", 17, None)) for cc in real
-    }
+    late, early = from_t("dq_gemm", 65), from_t("dq_gemm", 17)
     env = environment(0)
     timer = ColdTimer(3, args.repeat, 256, "graph")
     rows = []
@@ -59,16 +52,10 @@ def main() -> int:
             for t in TS:
                 x = random_activations(t, k)
                 out = cp.empty((t, n), dtype=x.dtype)
-                us = {}
-                for name, tables in (("dec_q", late), ("dq_gemm", early)):
-                    table.ROUTE_TABLES = tables
-                    try:
-                        cp.cuda.Device().synchronize()
-                        with timer.stream:  # first call: compile and plan, untimed
-                            call = prepared_call(x, w, out)
-                        us[name] = timer.time(call).median_us
-                    finally:
-                        table.ROUTE_TABLES = real
+                us = {
+                    name: time_under(tables, timer, x, w, out)
+                    for name, tables in (("dec_q", late), ("dq_gemm", early))
+                }
                 decoded_mb = 2 * n * w.k_pad / 1e6
                 rows.append(
                     {"qtype": q.value, "n": n, "k": k, "t": t, "decoded_MB": decoded_mb, **us}
