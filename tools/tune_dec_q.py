@@ -83,8 +83,6 @@ def main() -> int:
     for q in qtypes:
         for n, k in shapes:
             w = random_device_weight(q, n, k, seed=7)
-            planes = w.planes
-            first = planes.get("qs", planes.get("w"))
             for ts, tiles in candidates:
                 for t in ts:
                     if args.prefill:
@@ -117,9 +115,7 @@ def main() -> int:
                         out.view(cp.uint16).fill(0x7FC0)  # NaN: unwritten outputs show
                         cp.cuda.Device().synchronize()
                         kargs = (
-                            np.uint64(first.data.ptr),
-                            np.uint64(planes["qh"].data.ptr if "qh" in planes else 0),
-                            np.uint64(planes["scales"].data.ptr if "scales" in planes else 0),
+                            *(np.uint64(ptr) for ptr in w.plane_ptrs),
                             np.float32(w.tensor_scale), np.int32(n), np.int32(k),
                             np.int32(w.k_pad), np.uint64(x.data.ptr), np.uint64(out.data.ptr),
                             np.int32(t), np.int32(1),

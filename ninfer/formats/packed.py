@@ -59,6 +59,11 @@ class PackedWeight:
         """Bytes the planes occupy (BF16 stores its K padding, the formula does not count it)."""
         return int(sum(int(a.nbytes) for a in self.planes.values()))
 
+    @property
+    def codes(self) -> Any:
+        """The plane of codes (``qs``), or of values (``w``) for BF16: every format has one."""
+        return self.planes.get("qs", self.planes.get("w"))
+
     @functools.cached_property
     def plane_ptrs(self) -> tuple[int, int, int]:
         """Device addresses of (codes or values, high bits, scales); 0 where a plane is absent.
@@ -69,12 +74,11 @@ class PackedWeight:
         if not self.is_device:
             raise TypeError("plane_ptrs: expected a device PackedWeight, got a host one")
         pl = self.planes
-        first = pl.get("qs", pl.get("w"))
 
         def ptr(a: Any) -> int:
             return 0 if a is None else int(a.data.ptr)
 
-        return (ptr(first), ptr(pl.get("qh")), ptr(pl.get("scales")))
+        return (ptr(self.codes), ptr(pl.get("qh")), ptr(pl.get("scales")))
 
     @functools.cached_property
     def plane_spans(self) -> tuple[tuple[str, int, int], ...]:

@@ -12,6 +12,7 @@ pitch. The workspace (the public query) is sized for that copy.
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
 from typing import Any
 
@@ -214,7 +215,7 @@ class RsPlan:
         with cupy.cuda.Device(dev):
             sms = int(cupy.cuda.Device(dev).attributes["MultiProcessorCount"])
             self.nb = choose_nb(p, sms)
-            fn = _kernel(dev, _this(), instance(p, self.nb))
+            fn = _kernel(dev, sys.modules[__name__], instance(p, self.nb))
             self.shared = shared_bytes(p, self.nb)
             if fn.max_dynamic_shared_size_bytes < self.shared:
                 fn.max_dynamic_shared_size_bytes = self.shared
@@ -223,7 +224,7 @@ class RsPlan:
         pl = w.planes
         self.params = _Params(
             _MAP(),
-            plane_map(pl.get("qs", pl.get("w")), codes),
+            plane_map(w.codes, codes),
             plane_map(pl.get("qh"), high),
             plane_map(pl.get("scales"), scales),
             w.tensor_scale if p.qtype is QType.NVFP4 else 1.0,
@@ -278,12 +279,6 @@ class RsPlan:
             driver.launchKernel(
                 self.func, *self.grid, THREADS, 1, 1, self.shared, stream, self.argv_ptr, 0
             )
-
-
-def _this() -> Any:
-    import sys
-
-    return sys.modules[__name__]
 
 
 def make_plan(p: Problem, w: PackedWeight) -> Any:
