@@ -4,6 +4,8 @@ rounds: cases.oracle_weight), both token tiles, and x that TMA cannot read in pl
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -21,7 +23,7 @@ from .cases import (
     run_case,
     workspace_for,
 )
-from .oracle import check_against_oracle, packed_case, random_x, seed_for
+from .oracle import check_against_oracle, packed_case, random_x, seed_for, to_bf16_device
 
 
 @pytest.mark.parametrize("t", owned_t("dq_rs"))
@@ -49,31 +51,41 @@ def test_dq_rs_each_token_tile(
         w.dispatch_cache.clear()
 
 
+def _dq_rs_weight(qtype: QType, n: int, k: int, t: int) -> tuple[Any, Any]:
+    """The case's packed weight and the oracle's weight; a skip where dq_rs does not serve."""
+    if select(Problem(qtype, Policy.A16, n, k, t, device_cc())).name != "dq_rs":
+        pytest.skip(f"dq_rs does not serve T={t} on sm_{device_cc()}")
+    w, w64 = packed_case(qtype, n, k, seed_for("w", qtype.name, n, k))
+    return w, oracle_weight(w, t, w64)
+
+
+def _x_at(t: int, k: int, offset: int) -> Any:
+    """A (T, K) BF16 array starting ``offset`` elements into an allocation (256-byte aligned)."""
+    import cupy as cp
+    import ml_dtypes
+
+    buf = cp.zeros(t * k + offset, dtype=cp.uint16)
+    return buf[offset:].reshape(t, k).view(ml_dtypes.bfloat16)
+
+
 @pytest.mark.parametrize(("k", "offset"), [(1152, 1), (1001, 0)], ids=["x_base_+2B", "K_1001"])
 @pytest.mark.parametrize("qtype", [QType.Q4, QType.NVFP4, QType.BF16], ids=lambda q: q.name)
 def test_dq_rs_x_not_tma_aligned(qtype: QType, k: int, offset: int) -> None:
     """x whose base is not 16-byte aligned, or whose rows are not whole 16 bytes (K = 1001),
     goes through the workspace copy; the result must not depend on it."""
-    import cupy as cp
     import ml_dtypes
 
     n, t = 14352, 130
-    w, w64 = packed_case(qtype, n, k, seed_for("w", qtype.name, n, k))
-    if select(Problem(qtype, Policy.A16, n, k, t, device_cc())).name != "dq_rs":
-        pytest.skip(f"dq_rs does not serve T={t} on sm_{device_cc()}")
+    w, w_ref = _dq_rs_weight(qtype, n, k, t)
     seed = seed_for("dq_rs_x", qtype.name, k, offset)
     xh = random_x(np.random.default_rng(seed), t, k)
-    bits = xh.astype(ml_dtypes.bfloat16).view(np.uint16).ravel()
-    buf = cp.zeros(bits.size + offset, dtype=cp.uint16)
-    buf[offset:] = cp.asarray(bits)
-    x = buf[offset:].reshape(t, k).view(ml_dtypes.bfloat16)
+    x = _x_at(t, k, offset)
+    x[...] = to_bf16_device(xh)
     assert (x.data.ptr % 16 != 0) == (offset != 0)
     out = nan_like_out(t, n)
     linear(x, w, out, workspace=workspace_for(w, t))
     label = f"dq_rs {qtype.name} [{n},{k}] T={t} x offset {2 * offset} B"
-    check_against_oracle(
-        out, xh.astype(ml_dtypes.bfloat16), oracle_weight(w, t, w64), label, qtype.name, seed
-    )
+    check_against_oracle(out, xh.astype(ml_dtypes.bfloat16), w_ref, label, qtype.name, seed)
 
 
 @pytest.mark.parametrize("offset", [0, 1], ids=["aligned_x", "x_base_+2B"])
@@ -85,19 +97,10 @@ def test_dq_rs_graph_capture_then_replay_with_new_inputs(qtype: QType, offset: i
     import ml_dtypes
 
     n, k, t = 14352, 640, 200
-    w, w64 = packed_case(qtype, n, k, seed_for("w", qtype.name, n, k))
-    if select(Problem(qtype, Policy.A16, n, k, t, device_cc())).name != "dq_rs":
-        pytest.skip(f"dq_rs does not serve T={t} on sm_{device_cc()}")
+    w, w_ref = _dq_rs_weight(qtype, n, k, t)
     seed = seed_for("dq_rs_graph", qtype.name, offset)
-    buf = cp.zeros(t * k + offset, dtype=cp.uint16)
-    x = buf[offset:].reshape(t, k).view(ml_dtypes.bfloat16)
-
-    def fill(s: int) -> np.ndarray:
-        xh = random_x(np.random.default_rng(s), t, k)
-        x[...] = cp.asarray(xh.astype(ml_dtypes.bfloat16).view(np.uint16)).view(ml_dtypes.bfloat16)
-        return xh
-
-    fill(seed)
+    x = _x_at(t, k, offset)
+    x[...] = to_bf16_device(random_x(np.random.default_rng(seed), t, k))
     stream = cp.cuda.Stream(non_blocking=True)
     out = nan_like_out(t, n)
     ws = workspace_for(w, t)
@@ -107,12 +110,11 @@ def test_dq_rs_graph_capture_then_replay_with_new_inputs(qtype: QType, offset: i
     stream.begin_capture()
     linear(x, w, out, workspace=ws, stream=stream)
     graph = stream.end_capture()
-    xh2 = fill(seed + 1)
+    xh2 = random_x(np.random.default_rng(seed + 1), t, k)
+    x[...] = to_bf16_device(xh2)
     out[...] = nan_like_out(t, n)
     cp.cuda.Device().synchronize()  # the writes above ran on the legacy stream
     graph.launch(stream)
     stream.synchronize()
     label = f"dq_rs graph {qtype.name} [{n},{k}] T={t} x offset {2 * offset} B"
-    check_against_oracle(
-        out, xh2.astype(ml_dtypes.bfloat16), oracle_weight(w, t, w64), label, qtype.name, seed
-    )
+    check_against_oracle(out, xh2.astype(ml_dtypes.bfloat16), w_ref, label, qtype.name, seed)
