@@ -70,6 +70,13 @@ struct WPlanes {
   int kpad;
 };
 
+// Generic -> shared-window address (the 32-bit operand of cp.async, TMA, mbarrier, ldmatrix).
+__device__ __forceinline__ u32 smem_u32(const void* p) {
+  u32 a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+
 // Storage order (docs/formats.md, ninfer/formats/tiling.py): rows in bands of 16, K in
 // stages of 128; a band stores stage after stage, each stage one contiguous block in
 // the order the decode kernel stages it. Row r of a band: i = (r >> 3), gid = r & 7.

@@ -40,13 +40,7 @@ __device__ __forceinline__ u32 bf2_pack(float lo, float hi) {
   return d;
 }
 
-
 // cp.async (sm_80+): global -> shared without a register round trip.
-__device__ __forceinline__ u32 smem_u32(const void* p) {
-  u32 a;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-  return a;
-}
 // 16 bytes, of which the first `bytes` come from g and the rest are zero-filled.
 __device__ __forceinline__ void cp_async16(u32 s, const void* g, int bytes = 16) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(g), "r"(bytes));

@@ -47,11 +47,6 @@ struct alignas(64) RsTensorMap {  // CUtensorMap: 128 opaque bytes, 64-byte alig
   u64 v[16];
 };
 
-__device__ __forceinline__ u32 rs_smem(const void* p) {
-  u32 a;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-  return a;
-}
 __device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
 }
@@ -262,24 +257,34 @@ constexpr int RS_UNROLL = 4;
 
 // S: ring slots; NB: 128-token halves per tile (the decode of a stage then feeds 128 NB
 // tokens of MMAs). Dynamic shared memory: 1 KB of alignment slack, [S][x stage: NB x 16 KB]
-// [S][W stage][2 S mbarriers] (routes/dq_rs.py: shared_bytes).
+// [S][W stage][2 S mbarriers][a 16-byte word] (routes/dq_rs.py: shared_bytes).
+//
+// Split K (ksplit > 1, blockIdx.z = z): a tile with too few siblings to fill the SMs is
+// shared by ksplit blocks, each over its own run of stage pairs. Each writes its FP32
+// accumulators to `part`; the last to finish (a counter per tile in `cnt`, zeroed by
+// the host before the call) adds the ksplit partials in z order — the same order
+// whichever block arrives last, so results stay bitwise repeatable — and stores the tile.
 template <int QT, int S, int NB>
 __global__ void __launch_bounds__(384, 1)
     dq_rs(const __grid_constant__ RsTensorMap xmap, const __grid_constant__ RsTensorMap wcodes,
           const __grid_constant__ RsTensorMap whigh, const __grid_constant__ RsTensorMap wscale, float tensor_scale,
-          int N, int kpad, bf16_t* __restrict__ out, int T) {
+          int N, int kpad, bf16_t* __restrict__ out, int T, float4* __restrict__ part, u32* __restrict__ cnt,
+          int ksplit) {
   using B = RsBand<QT>;
   constexpr int WST = 8 * (B::CODES + B::QH + B::SC), XT = NB * RS_X_HALF;
   extern __shared__ __align__(16) u8 smem_raw[];
   // The 128-byte swizzle works on 1 KB atoms: the x stages start on a 1 KB boundary.
-  u8* smem = smem_raw + ((1024u - (rs_smem(smem_raw) & 1023u)) & 1023u);
+  u8* smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   u8* wr = smem + S * XT;  // [S][WST]; every part a multiple of 128 bytes (TMA's alignment)
-  const u32 xs0 = rs_smem(smem), wr0 = rs_smem(wr), bar0 = rs_smem(wr + S * WST);
+  const u32 xs0 = smem_u32(smem), wr0 = smem_u32(wr), bar0 = smem_u32(wr + S * WST);
   auto full = [&](int s) { return bar0 + 8 * s; };        // the stage's copies landed
   auto empty = [&](int s) { return bar0 + 8 * (S + s); };  // both consumers retired its MMAs
   const int tid = threadIdx.x, wg = tid / 128;
   const int n0 = blockIdx.x * RS_BM, t0 = blockIdx.y * RS_BT * NB;
-  const int nst = kpad / RS_BK;  // even: kpad is a multiple of 128
+  // This block's stages: pairs [pairs z / ksplit, pairs (z + 1) / ksplit) of the K axis
+  // (a pair is one 128-k storage stage; the loop below takes stages two at a time).
+  const int pairs = kpad / (2 * RS_BK), z = blockIdx.z;
+  const int st0 = 2 * (pairs * z / ksplit), nst = 2 * (pairs * (z + 1) / ksplit) - st0;
   if (tid == 0) {
     for (int s = 0; s < S; ++s) {
       mbar_init(full(s), 1);
@@ -296,12 +301,12 @@ __global__ void __launch_bounds__(384, 1)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;" ::: "memory");
     if (tid == 256) {
       for (int st = 0; st < nst; ++st) {
-        const int s = st % S, sst = st >> 1, half = st & 1;
+        const int s = st % S, g = st0 + st, sst = g >> 1, half = g & 1;
         if (st >= S) mbar_wait(empty(s), ((st - S) / S) & 1);
         const u32 dst = wr0 + s * WST;
         // A box always delivers its whole size (zero fill included): a fixed byte count.
         mbar_expect_tx(full(s), XT + WST);
-        tma_2d(xs0 + s * XT, &xmap, st * RS_BK, t0, full(s));
+        tma_2d(xs0 + s * XT, &xmap, g * RS_BK, t0, full(s));
         tma_2d(dst, &wcodes, (sst * 2 * B::CODES + half * B::CODES) / 8, n0 / 16, full(s));
         if constexpr (B::QH > 0) tma_2d(dst + 8 * B::CODES, &whigh, sst * B::QH / 8, n0 / 16, full(s));
         if constexpr (B::SC > 0) tma_2d(dst + 8 * (B::CODES + B::QH), &wscale, sst * B::SC / 8, n0 / 16, full(s));
@@ -326,7 +331,7 @@ __global__ void __launch_bounds__(384, 1)
   auto step = [&](int st, u32 (&a)[4][4]) {
     const int s = st % S;
     mbar_wait(full(s), (st / S) & 1);
-    rs_frag<QT>(wr + s * WST, band, st & 1, gid, tig, a);
+    rs_frag<QT>(wr + s * WST, band, (st0 + st) & 1, gid, tig, a);
     fence_acc();
     // The fence takes the fragments as operands, so their definitions stay before it.
     asm volatile("wgmma.fence.sync.aligned;"
@@ -355,6 +360,37 @@ __global__ void __launch_bounds__(384, 1)
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     fence_acc();
+  }
+  if (ksplit > 1) {
+    // Partials as [tile][z][float4 e][thread]: a warp's store of one e is 512 contiguous
+    // bytes. Fence, then count; the block that brings the count to ksplit sums all.
+    const int tile = blockIdx.y * gridDim.x + blockIdx.x, ct = tid;
+    u32* flag = reinterpret_cast<u32*>(wr + S * WST + 16 * S);
+    float4* mine = part + ((size_t)(tile * ksplit + z) * 16 * NB) * 256 + ct;
+#pragma unroll
+    for (int h = 0; h < NB; ++h)
+#pragma unroll
+      for (int e = 0; e < 16; ++e)
+        mine[(16 * h + e) * 256] = make_float4(acc[h][4 * e], acc[h][4 * e + 1], acc[h][4 * e + 2], acc[h][4 * e + 3]);
+    __threadfence();
+    asm volatile("bar.sync 1, 256;" ::: "memory");
+    if (ct == 0) *flag = atomicAdd(&cnt[tile], 1u) == (u32)(ksplit - 1);
+    asm volatile("bar.sync 1, 256;" ::: "memory");
+    if (!*flag) return;
+    __threadfence();  // the other blocks' partials, published before their count
+    const float4* all = part + ((size_t)tile * ksplit * 16 * NB) * 256 + ct;
+#pragma unroll
+    for (int h = 0; h < NB; ++h)
+#pragma unroll
+      for (int e = 0; e < 16; ++e) {
+        float4 v = all[(16 * h + e) * 256];
+        for (int zz = 1; zz < ksplit; ++zz) {
+          const float4 w = all[((size_t)zz * 16 * NB + 16 * h + e) * 256];
+          v.x += w.x, v.y += w.y, v.z += w.z, v.w += w.w;
+        }
+        acc[h][4 * e] = v.x, acc[h][4 * e + 1] = v.y, acc[h][4 * e + 2] = v.z, acc[h][4 * e + 3] = v.w;
+      }
+    if (ct == 0) cnt[tile] = 0;
   }
 #pragma unroll
   for (int h = 0; h < NB; ++h) {

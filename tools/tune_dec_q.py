@@ -129,7 +129,7 @@ def main() -> int:
                         got = _f32(out)
                         diff = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) or 1.0))
                         m = point_metrics(q, n, k, t, s.median_us, ceil)
-                        row = {
+                        row: dict[str, object] = {
                             "qtype": q.value, "n": n, "k": k, "t": t, "tile": list(c),
                             "shared_bytes": shared, "median_us": s.median_us,
                             "READ_pct": m["READ_pct"], "max_rel_diff": diff,

@@ -39,6 +39,12 @@ NB2_COST = 1.4
 NB2_FROM = 129  # NB = 2 never pays below (one 128-token tile covers T)
 T_EDGES = (NB2_FROM - 1,)
 NB_FORCE: int | None = None  # tests: run one tile size on every shape
+# Split K: a weight with fewer tiles than half the SMs has each tile shared by up to
+# KSPLIT_MAX blocks (at least 4 stage pairs each); their FP32 partials go through the
+# workspace, sized for SPLIT_TILES tiles at most.
+KSPLIT_MAX = 4
+SPLIT_TILES = 64
+KSPLIT_FORCE: int | None = None  # tests
 
 # Bytes of one 16-row band per 64-k stage: (codes, high bits, scales); RsBand<QT>.
 BAND: dict[QType, tuple[int, int, int]] = {
@@ -56,7 +62,10 @@ ROUNDS_WEIGHT: frozenset[QType] = frozenset({QType.Q4, QType.Q5, QType.Q6, QType
 INSTANCES: tuple[str, ...] = tuple(
     f"dq_rs<{q}, {STAGES}, {nb}>" for q in sorted(QTYPE_ID.values()) for nb in (1, 2)
 )
-TUNING = f"stages={STAGES} nb2_from={NB2_FROM} nb2_cost={NB2_COST} rows={ROWS}"
+TUNING = (
+    f"stages={STAGES} nb2_from={NB2_FROM} nb2_cost={NB2_COST} rows={ROWS} "
+    f"ksplit_max={KSPLIT_MAX} split_tiles={SPLIT_TILES}"
+)
 
 # cuTensorMapEncodeTiled enums (cuda.h).
 _DT_UINT64, _DT_BF16 = 4, 9
@@ -88,28 +97,58 @@ def instance(p: Problem, nb: int | None = None) -> str:
     return f"dq_rs<{QTYPE_ID[p.qtype]}, {STAGES}, {nb}>"
 
 
+def tiles(p: Problem, nb: int) -> int:
+    return -(-p.n // ROWS) * -(-p.t // (128 * nb))
+
+
+def choose_ksplit(p: Problem, nb: int, sms: int, kpad: int) -> int:
+    """Blocks per tile along K: enough to fill the SMs when the tiles alone do not."""
+    n_tiles, pairs = tiles(p, nb), kpad // 128
+    if KSPLIT_FORCE is not None:
+        return max(1, min(KSPLIT_FORCE, pairs))
+    if n_tiles > SPLIT_TILES or 2 * n_tiles > sms:
+        return 1
+    return max(1, min(KSPLIT_MAX, sms // n_tiles, pairs // 4))
+
+
 def k_pitch(k: int) -> int:
     """Elements per row of the workspace copy of x: K rounded up to 8 (16 bytes)."""
     return -(-k // 8) * 8
 
 
+def _x_copy_bytes(p: Problem) -> int:
+    return -(-(p.t * k_pitch(p.k) * 2) // 256) * 256
+
+
+def _split_bytes(p: Problem) -> int:
+    """Tile counters, then FP32 partials: [tile][z][16 NB float4][256 threads]."""
+    need = 0
+    for nb in (1, 2):
+        n = tiles(p, nb)
+        if n <= SPLIT_TILES:
+            need = max(need, KSPLIT_MAX * n * 16 * nb * 256 * 16)
+    return 4 * SPLIT_TILES + need if need else 0
+
+
 def workspace_bytes(p: Problem) -> int:
-    """Room for a copy of x with a 16-byte row pitch (used only when x is not aligned)."""
-    return p.t * k_pitch(p.k) * 2
+    """A copy of x with a 16-byte row pitch (used only when x is not aligned), and the
+    split-K counters and partials where the weight has few tiles."""
+    return _x_copy_bytes(p) + _split_bytes(p)
 
 
 def shared_bytes(p: Problem, nb: int) -> int:
     codes, high, scales = BAND[p.qtype]
     stage = nb * 128 * 64 * 2 + 8 * (codes + high + scales)
-    return 1024 + STAGES * stage + 16 * STAGES
+    return 1024 + STAGES * stage + 16 * STAGES + 16
 
 
-def grid(p: Problem, nb: int) -> tuple[int, int, int]:
-    return (-(-p.n // ROWS), -(-p.t // (128 * nb)), 1)
+def grid(p: Problem, nb: int, ksplit: int = 1) -> tuple[int, int, int]:
+    return (-(-p.n // ROWS), -(-p.t // (128 * nb)), ksplit)
 
 
 class _Params(ctypes.Structure):
-    # kernels/dq_rs.cu: (xmap, wcodes, whigh, wscale, tensor_scale, N, kpad, out, T)
+    # kernels/dq_rs.cu: (xmap, wcodes, whigh, wscale, tensor_scale, N, kpad, out, T,
+    # part, cnt, ksplit)
     _fields_ = [
         ("xmap", _MAP),
         ("wcodes", _MAP),
@@ -120,6 +159,9 @@ class _Params(ctypes.Structure):
         ("kpad", ctypes.c_int32),
         ("out", ctypes.c_uint64),
         ("t", ctypes.c_int32),
+        ("part", ctypes.c_uint64),
+        ("cnt", ctypes.c_uint64),
+        ("ksplit", ctypes.c_int32),
     ]
 
 
@@ -232,10 +274,20 @@ class RsPlan:
             w.k_pad,
             0,
             p.t,
+            0,
+            0,
+            1,
         )
         self.argv = arg_pointers(self.params)
         self.argv_ptr = ctypes.addressof(self.argv)
-        self.grid = grid(p, self.nb)
+        # The workspace holds partials for SPLIT_TILES tiles at most.
+        self.ksplit = (
+            choose_ksplit(p, self.nb, sms, w.k_pad) if tiles(p, self.nb) <= SPLIT_TILES else 1
+        )
+        self.params.ksplit = self.ksplit
+        self.grid = grid(p, self.nb, self.ksplit)
+        self.n_tiles = tiles(p, self.nb)
+        self.x_copy = _x_copy_bytes(p)
         self.device = dev
         self.t, self.k = p.t, p.k
         self.box_t = 128 * self.nb
@@ -276,6 +328,10 @@ class RsPlan:
             prm = self.params
             prm.xmap = self.x_map(x_ptr, pitch)
             prm.out = out_ptr
+            if self.ksplit > 1:  # counters from zero: the workspace is the caller's memory
+                prm.cnt = ws_ptr + self.x_copy
+                prm.part = prm.cnt + 4 * SPLIT_TILES
+                runtime.memsetAsync(prm.cnt, 0, 4 * self.n_tiles, stream)
             driver.launchKernel(
                 self.func, *self.grid, THREADS, 1, 1, self.shared, stream, self.argv_ptr, 0
             )

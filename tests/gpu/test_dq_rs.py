@@ -11,7 +11,8 @@ import pytest
 
 from ninfer import Policy, QType
 from ninfer.ops import linear
-from ninfer.routes import Problem, dq_rs, select
+from ninfer.routes import Problem, dq_rs, select, table
+from ninfer.routes.table import Route
 
 from .cases import (
     QTYPES,
@@ -118,3 +119,50 @@ def test_dq_rs_graph_capture_then_replay_with_new_inputs(qtype: QType, offset: i
     stream.synchronize()
     label = f"dq_rs graph {qtype.name} [{n},{k}] T={t} x offset {2 * offset} B"
     check_against_oracle(out, xh2.astype(ml_dtypes.bfloat16), w_ref, label, qtype.name, seed)
+
+
+def _all_dq_rs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Send every T >= 65 to dq_rs (on sm_90; other devices skip in run_case)."""
+    tables = {cc: (Route("dec_q", 1, 64), Route("dq_rs", 65, None)) for cc in table.ROUTE_TABLES}
+    monkeypatch.setattr(table, "ROUTE_TABLES", tables)
+
+
+@pytest.mark.parametrize("ksplit", [2, 3])
+@pytest.mark.parametrize("t", [65, 200])
+@pytest.mark.parametrize("qtype", QTYPES, ids=lambda q: q.name)
+def test_dq_rs_split_k(qtype: QType, t: int, ksplit: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """K shared by 2 or 3 blocks per tile ([1152,4304]: 9 row tiles, 34 stage pairs split
+    unevenly), the partials summed by the last block to finish."""
+    n, k = 1152, 4304
+    _all_dq_rs(monkeypatch)
+    monkeypatch.setattr(dq_rs, "KSPLIT_FORCE", ksplit)
+    w, _ = packed_case(qtype, n, k, seed_for("w", qtype.name, n, k))
+    w.dispatch_cache.clear()
+    try:
+        run_case("dq_rs", qtype, n, k, t)
+    finally:
+        w.dispatch_cache.clear()
+
+
+def test_dq_rs_split_k_is_bitwise_repeatable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whichever block finishes last, the partials are added in the same order."""
+    import cupy as cp
+
+    n, k, t = 1152, 4304, 200
+    _all_dq_rs(monkeypatch)
+    monkeypatch.setattr(dq_rs, "KSPLIT_FORCE", 4)
+    if select(Problem(QType.Q4, Policy.A16, n, k, t, device_cc())).name != "dq_rs":
+        pytest.skip("dq_rs needs sm_90")
+    w, _ = packed_case(QType.Q4, n, k, seed_for("w", "Q4", n, k))
+    w.dispatch_cache.clear()
+    try:
+        x = to_bf16_device(random_x(np.random.default_rng(5), t, k))
+        ws = workspace_for(w, t)
+        outs = []
+        for _ in range(5):
+            out = nan_like_out(t, n)
+            linear(x, w, out, workspace=ws)
+            outs.append(out.view(cp.uint16).get())
+        assert all(np.array_equal(outs[0], o) for o in outs[1:])
+    finally:
+        w.dispatch_cache.clear()
