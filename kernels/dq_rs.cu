@@ -115,16 +115,48 @@ __device__ __forceinline__ u32 bf16_pair(float lo, float hi, float s) {
   return h;
 }
 
-// The value of a 4-bit code c with its high bits h (Q5: 1 bit, Q6: 2 bits) as an exact
-// float: Q4 c - 8, Q5 c + 16 h - 16, Q6 c + 16 h - 32, NVFP4 the E2M1 value.
-template <int QT>
-__device__ __forceinline__ float code4_value(u32 c, u32 h) {
-  if constexpr (QT == QT_NVFP4) {
-    return e2m1_to_f(c);
-  } else {
-    constexpr float OFF = QT == QT_Q4 ? 8.f : QT == QT_Q5 ? 16.f : 32.f;
-    return u2f_exact(c | (h << 4)) - OFF;
-  }
+// The signed W8 code in the low byte of c (stored + 128) as an exact float: 2^23 + byte,
+// minus 2^23 + 128 in one exact FADD (u2f_exact's two steps folded).
+__device__ __forceinline__ float i8_value(u32 c) {
+  return __uint_as_float(0x4B000000u | ((c & 0xffu) ^ 0x80u)) - 8388736.f;
+}
+
+// BF16 pair arithmetic for the integer formats (fma.rn.bf16x2, sm_80+: the exact a*b + c,
+// rounded once). A code pair becomes 128 + u in each half by OR-ing u (< 128) into the
+// mantissa of BF16 128.0 (0x4300); one fma takes off 128 + OFF exactly.
+__device__ __forceinline__ u32 bf2_fma(u32 a, u32 b, u32 c) {
+  u32 d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+constexpr u32 BF2_MAGIC = 0x43004300u, BF2_ONE = 0x3F803F80u, BF2_NEG_ZERO = 0x80008000u;
+// NVFP4 operands carry 2^-8 (rs_frag); the store multiplies it back with the tensor scale.
+// Powers of two: the FP32 sums are the unscaled ones times 2^-8, bit for bit.
+constexpr float NVFP4_DOWN = 256.f;
+// An E4M3 scale byte times 2^118 as a BF16 pair (exact: 4 significant bits, at most
+// 448 * 2^118 < 2^127). Its bits below FP32's exponent field's LSB are the value times
+// 2^-120, an E4M3 subnormal included (an FP32 subnormal: FMUL keeps it, no -ftz).
+__device__ __forceinline__ u32 e4m3_up(u32 c) {
+  const float v = __uint_as_float(((c & 0x80u) << 24) | ((c & 0x7Fu) << 20)) * 0x1p119f * 0x1p119f;
+  u32 r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %1;" : "=r"(r) : "f"(v));
+  return r;
+}
+
+// An FP16 scale s as BF16 pairs hi = RN(s) and lo = s - hi. lo is exact in BF16 (it has at
+// most 2 significant bits: s has 11), so for a code value v with |v| <= 32, v lo is exact
+// (<= 8 bits) and fma(v, hi, v lo) is v s rounded once: the same bits as the exact FP32
+// product rounded to BF16 (dq_gemm's numerics; checked in NumPy for every finite FP16
+// scale and every |v| <= 32, docs/perf/prefill_h200.md "v4").
+struct Bf2Scale {
+  u32 hi, lo;
+};
+__device__ __forceinline__ Bf2Scale split_scale(float s) {
+  Bf2Scale r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %1;" : "=r"(r.hi) : "f"(s));
+  const float lo = s - __uint_as_float(r.hi << 16);
+  asm("cvt.rn.bf16x2.f32 %0, %1, %1;" : "=r"(r.lo) : "f"(lo));
+  return r;
 }
 
 // Stage fragments: the four k16 A fragments (a[ks][0..3]) of band `band` for the 64-k
@@ -164,8 +196,7 @@ __device__ __forceinline__ void rs_frag(const u8* wst, int band, int j, int gid,
         const uint4 q = *reinterpret_cast<const uint4*>(p + 16 * e);
         const u32 r0 = ((tig >> 1) ? q.y : q.x) >> (16 * (tig & 1));  // row gid: bytes 2 tig, + 1
         const u32 r1 = ((tig >> 1) ? q.w : q.z) >> (16 * (tig & 1));  // row gid + 8
-        const float l0 = u2f_exact((r0 & 0xffu) ^ 0x80u) - 128.f, h0 = u2f_exact(((r0 >> 8) & 0xffu) ^ 0x80u) - 128.f;
-        const float l1 = u2f_exact((r1 & 0xffu) ^ 0x80u) - 128.f, h1 = u2f_exact(((r1 >> 8) & 0xffu) ^ 0x80u) - 128.f;
+        const float l0 = i8_value(r0), h0 = i8_value(r0 >> 8), l1 = i8_value(r1), h1 = i8_value(r1 >> 8);
         a[ks][2 * e] = bf16_pair(l0, h0, s0);
         a[ks][2 * e + 1] = bf16_pair(l1, h1, s1);
       }
@@ -174,16 +205,22 @@ __device__ __forceinline__ void rs_frag(const u8* wst, int band, int j, int gid,
     // 4-bit codes: lane block (gid, ks) of the half holds k 16 ks .. + 15 of row gid
     // (bytes 0..7) and row gid + 8 (bytes 8..15), two codes per byte, the lower k in the
     // low nibble: the pairs 2 tig and 2 tig + 8 are bytes tig and tig + 4.
-    float s0 = 1.f, s1 = 1.f;
+    constexpr u32 OFF = QT == QT_Q4 ? 8u : QT == QT_Q5 ? 16u : 32u;
+    constexpr u32 NEG = (0xC300u | OFF) * 0x10001u;  // BF16 -(128 + OFF) in both halves
+    // prmt: byte tig of a word to byte 0 (its low nibble: the lower k), byte tig of the
+    // word >> 4 to byte 2 (the higher k's nibble).
+    const u32 sel = tig | ((4 + tig) << 8);
+    u32 e0 = 0, e1 = 0;  // NVFP4: the rows' scales times 2^118 as BF16 pairs
+    Bf2Scale sc0{}, sc1{};
     if constexpr (QT != QT_NVFP4) {  // FP16 scale per 64 k: group j of the 128-k stage
-      s0 = h2f(*reinterpret_cast<const unsigned short*>(sb + gid * 4 + 2 * j));
-      s1 = h2f(*reinterpret_cast<const unsigned short*>(sb + (gid + 8) * 4 + 2 * j));
+      sc0 = split_scale(h2f(*reinterpret_cast<const unsigned short*>(sb + gid * 4 + 2 * j)));
+      sc1 = split_scale(h2f(*reinterpret_cast<const unsigned short*>(sb + (gid + 8) * 4 + 2 * j)));
     }
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       if constexpr (QT == QT_NVFP4) {  // E4M3 scale per 16 k: group 4 j + ks
-        s0 = e4m3_to_f(sb[gid * 8 + 4 * j + ks]);
-        s1 = e4m3_to_f(sb[(gid + 8) * 8 + 4 * j + ks]);
+        e0 = e4m3_up(sb[gid * 8 + 4 * j + ks]);
+        e1 = e4m3_up(sb[(gid + 8) * 8 + 4 * j + ks]);
       }
       // High bits of k 32 c + i, chunk c = 2 j + ks / 2 of the 128-k stage: Q5 one u32
       // per row and chunk (bit i), Q6 two (bits 2 i, 2 i + 1 of word i / 16).
@@ -199,18 +236,29 @@ __device__ __forceinline__ void rs_frag(const u8* wst, int band, int j, int gid,
       const u32 w[4] = {q.x, q.z, q.y, q.w};  // regs 0..3: (gid, +0), (gid+8, +0), (gid, +8), (gid+8, +8)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        const u32 byte = (w[r] >> (8 * tig)) & 0xffu;
-        const u32 hw = (r & 1) ? h1 : h0;
-        const int i = 2 * tig + 8 * (r >> 1) + 16 * (ks & 1);  // k of the low code within its chunk
-        u32 hl = 0, hh = 0;
-        if constexpr (QT == QT_Q5) {
-          hl = (hw >> i) & 1u;
-          hh = (hw >> (i + 1)) & 1u;
-        } else if constexpr (QT == QT_Q6) {
-          hl = (hw >> (2 * (i & 15))) & 3u;
-          hh = (hw >> (2 * (i & 15) + 2)) & 3u;
+        if constexpr (QT == QT_NVFP4) {
+          // The pair's codes at bits 0..3 and 16..19; x * 0x1040 = x << 6 + x << 12 (the
+          // copies do not overlap) moves each code's magnitude (e1 e0 m) to BF16 bits
+          // 8..6 and its sign to bit 15: the E2M1 value times 2^-126 (e = 0, the
+          // subnormal 0.5, included). Times the scale times 2^118 the product is the
+          // weight times 2^-8, exact (<= 6 significant bits, no overflow: 448 < 2^9).
+          const u32 x = __byte_perm(w[r], w[r] >> 4, sel) & 0x000F000Fu;
+          a[ks][r] = bf2_fma((x * 0x1040u) & 0x81C081C0u, (r & 1) ? e1 : e0, BF2_NEG_ZERO);
+        } else {
+          // u = code | high bits << 4 (< 64) of the pair's lower k in bits 0..5, higher k
+          // in bits 16..21, over BF16 128.0: the halves are 128 + u.
+          u32 d = (__byte_perm(w[r], w[r] >> 4, sel) & 0x000F000Fu) | BF2_MAGIC;
+          const u32 hw = (r & 1) ? h1 : h0;
+          const int i = 2 * tig + 8 * (r >> 1) + 16 * (ks & 1);  // k of the low code within its chunk
+          if constexpr (QT == QT_Q5) {
+            d |= (((hw >> i) & 1u) << 4) | (((hw >> (i + 1)) & 1u) << 20);
+          } else if constexpr (QT == QT_Q6) {
+            d |= (((hw >> (2 * (i & 15))) & 3u) << 4) | (((hw >> (2 * (i & 15) + 2)) & 3u) << 20);
+          }
+          const u32 v = bf2_fma(d, BF2_ONE, NEG);  // code value, exact: |v| <= 32
+          const Bf2Scale& sc = (r & 1) ? sc1 : sc0;
+          a[ks][r] = bf2_fma(v, sc.hi, bf2_fma(v, sc.lo, BF2_NEG_ZERO));
         }
-        a[ks][r] = bf16_pair(code4_value<QT>(byte & 15u, hl), code4_value<QT>(byte >> 4, hh), (r & 1) ? s1 : s0);
       }
     }
   }
@@ -395,6 +443,7 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
   for (int h = 0; h < NB; ++h) {
     if (h > 0) asm volatile("bar.sync 1, 256;" ::: "memory");  // the last half's stores read cs
-    rs_store(acc[h], smem, c, tid, tensor_scale, out, N, T, n0, t0 + RS_BT * h);
+    rs_store(acc[h], smem, c, tid, QT == QT_NVFP4 ? tensor_scale * NVFP4_DOWN : tensor_scale, out, N, T, n0,
+             t0 + RS_BT * h);
   }
 }

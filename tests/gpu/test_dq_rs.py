@@ -166,3 +166,48 @@ def test_dq_rs_split_k_is_bitwise_repeatable(monkeypatch: pytest.MonkeyPatch) ->
         assert all(np.array_equal(outs[0], o) for o in outs[1:])
     finally:
         w.dispatch_cache.clear()
+
+
+@pytest.mark.parametrize(
+    ("n", "k", "t", "ksplit"),
+    [(14352, 640, 640, None), (1152, 4304, 256, 3)],
+    ids=["every_weight", "split_k_3"],
+)
+@pytest.mark.parametrize("qtype", QTYPES, ids=lambda q: q.name)
+def test_dq_rs_decodes_each_weight_exactly(
+    qtype: QType, n: int, k: int, t: int, ksplit: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The decode bit for bit. x is one-hot on purpose (token i is 1.0 at column k_i, 0
+    elsewhere): out[i, n] is then W[n, k_i] times 1, a sum of one exact product, so it
+    must equal the oracle's weight rounded as the route rounds it (FP32, then BF16: the
+    FP32 step is exact for every format but NVFP4, whose tensor scale the kernel applies
+    in FP32), while a tolerance test would let a one-step decode error through. On
+    [14352,640] x is the identity (every weight of the matrix); on [1152,4304] 256 random
+    columns, through 3-way split K. Zeros compare equal whatever their sign."""
+    import cupy as cp
+    import ml_dtypes
+
+    _all_dq_rs(monkeypatch)
+    monkeypatch.setattr(dq_rs, "KSPLIT_FORCE", ksplit)
+    if select(Problem(qtype, Policy.A16, n, k, t, device_cc())).name != "dq_rs":
+        pytest.skip("dq_rs needs sm_90")
+    w, w64 = packed_case(qtype, n, k, seed_for("w", qtype.name, n, k))
+    w.dispatch_cache.clear()
+    try:
+        rng = np.random.default_rng(seed_for("dq_rs_one_hot", qtype.name, n, k))
+        cols = np.arange(k) if t == k else rng.choice(k, t, replace=False)
+        xh = np.zeros((t, k))
+        xh[np.arange(t), cols] = 1.0
+        out = nan_like_out(t, n)
+        linear(to_bf16_device(xh), w, out, workspace=workspace_for(w, t))
+        got = out.view(cp.uint16).get().astype(np.uint32) << 16
+        want = w64.get()[:, cols].T.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+        bad = got.view(np.float32) != want
+        if bad.any():
+            i, r = np.argwhere(bad)[0]
+            pytest.fail(
+                f"dq_rs {qtype.name} [{n},{k}]: {int(bad.sum())} of {bad.size} weights differ; "
+                f"first W[{r},{cols[i]}]: got {got.view(np.float32)[i, r]!r}, expected {want[i, r]!r}"
+            )
+    finally:
+        w.dispatch_cache.clear()
