@@ -224,13 +224,17 @@ __device__ __forceinline__ void rs_frag(const u8* wst, int band, int j, int gid,
       }
       // High bits of k 32 c + i, chunk c = 2 j + ks / 2 of the 128-k stage: Q5 one u32
       // per row and chunk (bit i), Q6 two (bits 2 i, 2 i + 1 of word i / 16).
+      // Shifted so that bit 0 holds the low code's first high bit of pair r = 0 (the
+      // pair 2 tig): pair r's bits then start at bit HS (r >> 1).
       u32 h0 = 0, h1 = 0;
       if constexpr (QT == QT_Q5) {
         h0 = *reinterpret_cast<const u32*>(hb + gid * 16 + 4 * (2 * j + (ks >> 1)));
         h1 = *reinterpret_cast<const u32*>(hb + (gid + 8) * 16 + 4 * (2 * j + (ks >> 1)));
+        h0 >>= 2 * tig + 16 * (ks & 1), h1 >>= 2 * tig + 16 * (ks & 1);
       } else if constexpr (QT == QT_Q6) {
         h0 = *reinterpret_cast<const u32*>(hb + gid * 32 + 8 * (2 * j + (ks >> 1)) + 4 * (ks & 1));
         h1 = *reinterpret_cast<const u32*>(hb + (gid + 8) * 32 + 8 * (2 * j + (ks >> 1)) + 4 * (ks & 1));
+        h0 >>= 4 * tig, h1 >>= 4 * tig;
       }
       const uint4 q = *reinterpret_cast<const uint4*>(cb + (gid * 4 + ks) * 16);
       const u32 w[4] = {q.x, q.z, q.y, q.w};  // regs 0..3: (gid, +0), (gid+8, +0), (gid, +8), (gid+8, +8)
@@ -248,12 +252,13 @@ __device__ __forceinline__ void rs_frag(const u8* wst, int band, int j, int gid,
           // u = code | high bits << 4 (< 64) of the pair's lower k in bits 0..5, higher k
           // in bits 16..21, over BF16 128.0: the halves are 128 + u.
           u32 d = (__byte_perm(w[r], w[r] >> 4, sel) & 0x000F000Fu) | BF2_MAGIC;
-          const u32 hw = (r & 1) ? h1 : h0;
-          const int i = 2 * tig + 8 * (r >> 1) + 16 * (ks & 1);  // k of the low code within its chunk
-          if constexpr (QT == QT_Q5) {
-            d |= (((hw >> i) & 1u) << 4) | (((hw >> (i + 1)) & 1u) << 20);
-          } else if constexpr (QT == QT_Q6) {
-            d |= (((hw >> (2 * (i & 15))) & 3u) << 4) | (((hw >> (2 * (i & 15) + 2)) & 3u) << 20);
+          if constexpr (QT == QT_Q5 || QT == QT_Q6) {
+            // y: the pair's HB high bits per code (low code's, then high code's). y times
+            // 2^4 + 2^(20 - HB) puts copies at bits 4 and 20 - HB that do not overlap; the
+            // mask keeps the low code's bits at 4 and the high code's at 20.
+            constexpr int HB = QT == QT_Q5 ? 1 : 2, HS = QT == QT_Q5 ? 8 : 16;
+            const u32 y = (((r & 1) ? h1 : h0) >> (HS * (r >> 1))) & ((1u << (2 * HB)) - 1u);
+            d |= (y * ((1u << 4) | (1u << (20 - HB)))) & (((1u << HB) - 1u) * 0x00100010u);
           }
           const u32 v = bf2_fma(d, BF2_ONE, NEG);  // code value, exact: |v| <= 32
           const Bf2Scale& sc = (r & 1) ? sc1 : sc0;

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import TypedDict
 
 from ..errors import UnsupportedProblem
 from ..formats.qtype import QType
@@ -30,6 +31,8 @@ class Route:
     compute: Policy = Policy.A16
     n_min: int = 1  # weight rows N this entry serves, inclusive
     n_max: int | None = None
+    k_min: int = 1  # weight columns K, inclusive
+    k_max: int | None = None
     note: str = field(default="", compare=False)
 
     def supports(self, p: Problem) -> bool:
@@ -40,6 +43,8 @@ class Route:
             and (self.t_max is None or p.t <= self.t_max)
             and p.n >= self.n_min
             and (self.n_max is None or p.n <= self.n_max)
+            and p.k >= self.k_min
+            and (self.k_max is None or p.k <= self.k_max)
         )
 
     @property
@@ -77,35 +82,49 @@ _DQ_EARLY = ALL_QTYPES - {QType.BF16}
 # lose at T = 17 (0.97-1.11).
 _W8 = frozenset({QType.W8})
 _W8_N, _SMALL_N = 6144, 3456
-# T >= 65 on sm_90 (docs/perf/prefill_h200/crossover_dq_rs.json: both routes timed on the
-# suites' 13 shapes at T = 65 ... 2048, every format): dq_rs (one kernel, the weight
-# decoded into wgmma's registers) against dq_gemm (decode to BF16 + cuBLAS). dq_rs makes
-# one block per 128 rows x 128 or 256 tokens, so it needs many rows, and its time steps
-# with whole waves of blocks over the 132 SMs:
-# - N >= 14336, every quantized format, T <= 256: 0.44-0.85 of dq_gemm's time (the 112 -
+# T >= 65 on sm_90 (docs/perf/prefill_h200/crossover_dq_rs_051a952.json: both routes timed
+# on the suites' 13 shapes at T = 65 ... 512, every format; crossover_dq_rs.json, the
+# earlier kernel, to T = 2048): dq_rs (one kernel, the
+# weight decoded into wgmma's registers) against dq_gemm (decode to BF16 + cuBLAS). dq_rs
+# makes one block per 128 rows x 128 or 256 tokens, K shared by up to 4 blocks when the
+# tiles alone leave over half the SMs idle, so its time steps with whole waves:
+# - N >= 14336, every quantized format, T <= 256: 0.34-0.71 of dq_gemm's time (the 112 -
 #   272 row blocks of [14336 ... 34816, 5120] are 1-3 waves of 256-token tiles). Past
-#   T = 256 a 112-row-block weight needs a second wave: at T = 512 it is still 0.78-0.98
-#   (NVFP4 1.0-1.15), but T = 257 ... 384 would pay both waves for little more than one
-#   wave's work (Q4 [14336,5120]: the two waves take 136 us, measured at T = 512, and
-#   dq_gemm 131 us at T = 288), so the entry stops at 256.
-# - BF16 (whose dq_gemm pays a full copy of the weight), N >= 5120, T <= 256: 0.39-0.95.
-#   At T = 512 it still wins (0.65-0.85), but the [14336,5120] sweep (T = 288: 181 us
-#   against dq_gemm's ~150; prefill_h200.md) shows the same wave step, made worse by a
-#   second tile that lies mostly past T: the entry stops at 256 like the others.
-# - N <= 10240 quantized: dq_rs loses (1.0-3.5x: 40-80 row blocks leave SMs idle). No
-#   shape between N = 10240 and 14336 was measured: the bound sits at the measured side.
-_RS_N = 14336
-_RS_BF16_N = 5120
+#   T = 256 a 112-row-block weight needs a second wave: at T = 512 it is still 0.66-0.94,
+#   but T = 257 ... 384 pays both waves for little more than one wave's work, about
+#   dq_gemm's time there, so the entry stops at 256 (prefill_h200.md, target 5).
+# - 4608 <= N < 14336 with K >= 4608 ([4608,4608], [6144,5120], [5120,6144 ... 17408]),
+#   T <= 128, split K: 0.41-0.98 (Q5 [4608,4608] the 0.98). At T = 129 ... 256 (two
+#   128-token tiles, no split) Q4 and NVFP4, whose decode is cheapest, keep winning on
+#   N >= 5120 (0.76-0.93) and tie at [4608,4608] (0.95-1.04); Q5, Q6 and W8 lose or
+#   tie there (0.94-1.36), so they go to dq_gemm.
+# - BF16 (whose dq_gemm pays a full copy of the weight), N >= 4608, T <= 256: 0.39-0.97.
+# - Smaller weights (N <= 4304 or K <= 4096): dq_rs mostly loses (0.94-1.98; a call
+#   costs it at least ~16 us). No shape between N = 10240 and 14336 was measured; the
+#   bounds sit on the measured side.
+_RS_N, _RS_MID = 14336, 4608
 _QUANT = ALL_QTYPES - {QType.BF16}
+_RS_CHEAP = frozenset({QType.Q4, QType.NVFP4})
 _RS = "fused wgmma, weight decoded into registers (sm_90a)"
 _DQ = "decode + cuBLAS"
+
+
+class _NRange(TypedDict):
+    n_min: int
+    n_max: int
+
+
+_MID = _NRange(n_min=_RS_MID, n_max=_RS_N - 1)  # 4608 <= N < 14336
 _SM90_PREFILL = (
     Route("dq_rs", 65, 256, _QUANT, n_min=_RS_N, note=_RS),
-    Route("dq_gemm", 65, 256, _QUANT, n_max=_RS_N - 1, note=_DQ),
-    Route("dq_gemm", 257, None, _QUANT, note=_DQ),
-    Route("dq_rs", 65, 256, _BF16, n_min=_RS_BF16_N, note=_RS),
-    Route("dq_gemm", 65, 256, _BF16, n_max=_RS_BF16_N - 1, note=_DQ),
-    Route("dq_gemm", 257, None, _BF16, note=_DQ),
+    Route("dq_rs", 65, 128, _QUANT, **_MID, k_min=_RS_MID, note=_RS + ", split K"),
+    Route("dq_rs", 129, 256, _RS_CHEAP, **_MID, k_min=_RS_MID, note=_RS),
+    Route("dq_gemm", 129, 256, _QUANT - _RS_CHEAP, **_MID, k_min=_RS_MID, note=_DQ),
+    Route("dq_gemm", 65, 256, _QUANT, **_MID, k_max=_RS_MID - 1, note=_DQ),
+    Route("dq_gemm", 65, 256, _QUANT, n_max=_RS_MID - 1, note=_DQ),
+    Route("dq_rs", 65, 256, _BF16, n_min=_RS_MID, note=_RS),
+    Route("dq_gemm", 65, 256, _BF16, n_max=_RS_MID - 1, note=_DQ),
+    Route("dq_gemm", 257, None, note=_DQ),
 )
 _SM90 = (
     Route("dec_q", 1, 16, note="tensor-core GEMV: W decoded from global into A fragments"),
@@ -177,7 +196,7 @@ def fingerprint() -> str:
             qtypes = ",".join(sorted(q.value for q in r.qtypes))
             h.update(
                 f"{cc}:{r.name}:{r.t_min}:{r.t_max}:{qtypes}:{r.compute.value}:"
-                f"{r.n_min}:{r.n_max};".encode()
+                f"{r.n_min}:{r.n_max}:{r.k_min}:{r.k_max};".encode()
             )
     for name in sorted(LAUNCHERS):
         h.update(repr(LAUNCHERS[name].INSTANCES).encode())

@@ -12,27 +12,37 @@ from ninfer.routes import ROUTE_TABLES, Problem, fingerprint, seams, select, tab
 @pytest.mark.parametrize("qtype", list(QType), ids=lambda q: q.name)
 def test_every_t_has_exactly_one_route(cc: int, qtype: QType) -> None:
     table = table_for(cc)
-    for n in (1, 4096, 8192, 8193, 16384, 248320):  # both sides of every N bound
-        for t in [*range(1, 300), 1023, 1024, 1025, 2048, 65536, 10**6]:
-            p = Problem(qtype, Policy.A16, n, 5120, t, cc)
-            owners = [r.name for r in table if r.supports(p)]
-            assert len(owners) == 1, f"N={n} T={t}: routes {owners}"
-            assert select(p).name == owners[0]
+    # Both sides of every N and K bound.
+    bounds = {
+        b for r in table for b in (r.n_min - 1, r.n_min, r.n_max, r.k_min - 1, r.k_min, r.k_max)
+    }
+    sizes = sorted({1, 640, 4096, 5120, 8192, 8193, 16384, 248320} | {b for b in bounds if b})
+    for n in sizes:
+        for k in sizes:
+            for t in [*range(1, 300), 1023, 1024, 1025, 2048, 65536, 10**6]:
+                p = Problem(qtype, Policy.A16, n, k, t, cc)
+                owners = [r.name for r in table if r.supports(p)]
+                assert len(owners) == 1, f"N={n} K={k} T={t}: routes {owners}"
+                assert select(p).name == owners[0]
 
 
-def test_conformance_shapes_straddle_every_n_bound() -> None:
-    # A route entry bounded in N is only tested if some conformance shape falls on each
-    # side of the bound (tests/gpu/cases.py::SHAPES, read as text: no GPU imports here).
+def test_conformance_shapes_straddle_every_n_and_k_bound() -> None:
+    # A route entry bounded in N or K is only tested if some conformance shape falls on
+    # each side of the bound (tests/gpu/cases.py::SHAPES, read as text: no GPU imports here).
     import ast
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[1] / "gpu" / "cases.py").read_text()
     line = next(ln for ln in text.splitlines() if ln.startswith("SHAPES = "))
-    ns = [n for n, _ in ast.literal_eval(line.split("=", 1)[1].strip())]
+    shapes = ast.literal_eval(line.split("=", 1)[1].strip())
     for table in ROUTE_TABLES.values():
         for r in table:
-            if r.n_max is not None:
-                assert any(n <= r.n_max for n in ns) and any(n > r.n_max for n in ns), r
+            for axis, lo, hi in ((0, r.n_min, r.n_max), (1, r.k_min, r.k_max)):
+                vals = [s[axis] for s in shapes]
+                if lo > 1:
+                    assert any(v < lo for v in vals) and any(v >= lo for v in vals), (r, axis)
+                if hi is not None:
+                    assert any(v <= hi for v in vals) and any(v > hi for v in vals), (r, axis)
 
 
 def test_a4_resolves_to_a16_route_on_sm90() -> None:
