@@ -5,7 +5,9 @@
 # JSON under $OUT, archived in $OUT/prefill_artifacts.tar.gz.
 #
 # Usage (repo root): bash tools/device_prefill.sh [steps]
-#   steps: any of conformance tune tables sweeps report (default: all of them)
+#   steps: any of conformance tune tables sweeps report ncu gap (default: all but ncu, gap)
+#   ncu: Nsight Compute sections + stall reasons of dq_rs points (what bounds each miss);
+#   gap: dq_rs vs dq_gemm on N between the suites' 10240 and 14336 (tools/prefill_crossover.py)
 #   BUNDLE=path/to/repo.bundle: run in a clone of the bundle's HEAD (records carry the
 #   real commit and dirty=false); BASELINE=1 also refreshes baselines/h200 there
 #   (tools/device_regress.sh conformance baseline) first.
@@ -46,5 +48,25 @@ if has report; then
     $B --qtype q4 --n 6144 --k 5120 --t $t --peer cublas --json-out "$OUT/report_q4_6144_t$t.json" > "$OUT/report_t$t.txt" 2>&1
   done
   tail -n 3 "$OUT"/report_*.txt | tee -a "$OUT/device.log"
+fi
+if has ncu; then
+  echo "== ncu (dq_rs points)" | tee -a "$OUT/device.log"
+  for pt in "q4 14336 5120 128" "q4 14336 5120 256" "nvfp4 14336 5120 128" "bf16 14336 5120 128" "q4 5120 17408 128"; do
+    read -r q n k t <<< "$pt"
+    f="$OUT/ncu_${q}_${n}x${k}_T$t.txt"
+    timeout 150 ncu --profile-from-start off --clock-control none --section SpeedOfLight \
+      --section ComputeWorkloadAnalysis --section SchedulerStats --section WarpStateStats \
+      --section InstructionStats --section Occupancy \
+      --metrics 'regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$' \
+      $PY -m ninfer.bench --qtype "$q" --n "$n" --k "$k" --t "$t" --profile > "$f" 2>&1
+    echo "-- $q [$n,$k] T=$t" | tee -a "$OUT/device.log"
+    grep -E "^  [a-z_]+<|Duration|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|Executed Ipc A|Compute \(SM\) Th|Memory Throughput" "$f" \
+      | head -12 | tee -a "$OUT/device.log"
+  done
+fi
+if has gap; then
+  echo "== gap (N between 10240 and 14336)" | tee -a "$OUT/device.log"
+  timeout 200 $PY tools/prefill_crossover.py --qtypes q4,q6,w8,nvfp4 --shapes 8448x5120,11264x5120,12288x5120 \
+    --ts 65,128,192,256 --json "$OUT/crossover_gap.json" 2>&1 | tee "$OUT/crossover_gap.txt" | tail -3 | tee -a "$OUT/device.log"
 fi
 tar -czf "$OUT/prefill_artifacts.tar.gz" -C "$OUT" --exclude prefill_artifacts.tar.gz . 2>/dev/null
