@@ -317,12 +317,18 @@ constexpr int RS_UNROLL = 4;
 // accumulators to `part`; the last to finish (a counter per tile in `cnt`, zeroed by
 // the host before the call) adds the ksplit partials in z order — the same order
 // whichever block arrives last, so results stay bitwise repeatable — and stores the tile.
+//
+// The last token tile (blockIdx.y = gridDim.y - 1) reads x through `xtail`, whose box is
+// only tail_rows tall (T's rows in that tile, rounded up to 8; 0: no such map): a box
+// mostly past T made TMA zero-fill most of it, measured slow (docs/perf/prefill_h200.md,
+// v5). The stage's rows past the box keep stale values; each output row depends on its
+// own x row only, and rows past T are never stored.
 template <int QT, int S, int NB>
 __global__ void __launch_bounds__(384, 1)
-    dq_rs(const __grid_constant__ RsTensorMap xmap, const __grid_constant__ RsTensorMap wcodes,
-          const __grid_constant__ RsTensorMap whigh, const __grid_constant__ RsTensorMap wscale, float tensor_scale,
-          int N, int kpad, bf16_t* __restrict__ out, int T, float4* __restrict__ part, u32* __restrict__ cnt,
-          int ksplit) {
+    dq_rs(const __grid_constant__ RsTensorMap xmap, const __grid_constant__ RsTensorMap xtail,
+          const __grid_constant__ RsTensorMap wcodes, const __grid_constant__ RsTensorMap whigh,
+          const __grid_constant__ RsTensorMap wscale, float tensor_scale, int N, int kpad, bf16_t* __restrict__ out,
+          int T, float4* __restrict__ part, u32* __restrict__ cnt, int ksplit, int tail_rows) {
   using B = RsBand<QT>;
   constexpr int WST = 8 * (B::CODES + B::QH + B::SC), XT = NB * RS_X_HALF;
   extern __shared__ __align__(16) u8 smem_raw[];
@@ -353,13 +359,16 @@ __global__ void __launch_bounds__(384, 1)
   if (wg == 2) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;" ::: "memory");
     if (tid == 256) {
+      const bool tail = tail_rows > 0 && blockIdx.y == gridDim.y - 1;
+      const RsTensorMap* xm = tail ? &xtail : &xmap;
+      // A box always delivers its whole size (zero fill included): a fixed byte count.
+      const u32 xbytes = tail ? (u32)tail_rows * 2u * RS_BK : (u32)XT;
       for (int st = 0; st < nst; ++st) {
         const int s = st % S, g = st0 + st, sst = g >> 1, half = g & 1;
         if (st >= S) mbar_wait(empty(s), ((st - S) / S) & 1);
         const u32 dst = wr0 + s * WST;
-        // A box always delivers its whole size (zero fill included): a fixed byte count.
-        mbar_expect_tx(full(s), XT + WST);
-        tma_2d(xs0 + s * XT, &xmap, g * RS_BK, t0, full(s));
+        mbar_expect_tx(full(s), xbytes + WST);
+        tma_2d(xs0 + s * XT, xm, g * RS_BK, t0, full(s));
         tma_2d(dst, &wcodes, (sst * 2 * B::CODES + half * B::CODES) / 8, n0 / 16, full(s));
         if constexpr (B::QH > 0) tma_2d(dst + 8 * B::CODES, &whigh, sst * B::QH / 8, n0 / 16, full(s));
         if constexpr (B::SC > 0) tma_2d(dst + 8 * (B::CODES + B::QH), &wscale, sst * B::SC / 8, n0 / 16, full(s));

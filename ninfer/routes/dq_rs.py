@@ -111,6 +111,14 @@ def choose_ksplit(p: Problem, nb: int, sms: int, kpad: int) -> int:
     return max(1, min(KSPLIT_MAX, sms // n_tiles, pairs // 4))
 
 
+def tail_rows(t: int, box_t: int) -> int:
+    """Rows of x the last token tile loads: its rows below T rounded up to 8 (whole 1 KB
+    swizzle atoms), or 0 when that is the whole box (the full map serves it)."""
+    rem = t - (-(-t // box_t) - 1) * box_t
+    rows = min(box_t, -(-rem // 8) * 8)
+    return 0 if rows == box_t else rows
+
+
 def k_pitch(k: int) -> int:
     """Elements per row of the workspace copy of x: K rounded up to 8 (16 bytes)."""
     return -(-k // 8) * 8
@@ -147,10 +155,11 @@ def grid(p: Problem, nb: int, ksplit: int = 1) -> tuple[int, int, int]:
 
 
 class _Params(ctypes.Structure):
-    # kernels/dq_rs.cu: (xmap, wcodes, whigh, wscale, tensor_scale, N, kpad, out, T,
-    # part, cnt, ksplit)
+    # kernels/dq_rs.cu: (xmap, xtail, wcodes, whigh, wscale, tensor_scale, N, kpad, out, T,
+    # part, cnt, ksplit, tail_rows)
     _fields_ = [
         ("xmap", _MAP),
+        ("xtail", _MAP),
         ("wcodes", _MAP),
         ("whigh", _MAP),
         ("wscale", _MAP),
@@ -162,6 +171,7 @@ class _Params(ctypes.Structure):
         ("part", ctypes.c_uint64),
         ("cnt", ctypes.c_uint64),
         ("ksplit", ctypes.c_int32),
+        ("tail_rows", ctypes.c_int32),
     ]
 
 
@@ -266,6 +276,7 @@ class RsPlan:
         pl = w.planes
         self.params = _Params(
             _MAP(),
+            _MAP(),
             plane_map(w.codes, codes),
             plane_map(pl.get("qh"), high),
             plane_map(pl.get("scales"), scales),
@@ -277,6 +288,7 @@ class RsPlan:
             0,
             0,
             1,
+            0,
         )
         self.argv = arg_pointers(self.params)
         self.argv_ptr = ctypes.addressof(self.argv)
@@ -291,18 +303,26 @@ class RsPlan:
         self.device = dev
         self.t, self.k = p.t, p.k
         self.box_t = 128 * self.nb
-        self.x_maps: dict[tuple[int, int], Any] = {}
+        self.tail_rows = tail_rows(p.t, self.box_t)
+        self.params.tail_rows = self.tail_rows
+        self.x_maps: dict[tuple[int, int], tuple[Any, Any]] = {}
         self.lock = threading.Lock()
 
-    def x_map(self, ptr: int, pitch: int) -> Any:
+    def x_map(self, ptr: int, pitch: int) -> tuple[Any, Any]:
+        """x's map with the full box and the last token tile's (tail_rows tall, or none)."""
         key = (ptr, pitch)
         m = self.x_maps.get(key)
         if m is None:
             if len(self.x_maps) >= self.X_MAPS:
                 self.x_maps.clear()
-            m = self.x_maps[key] = _drv().encode(
-                ptr, _DT_BF16, (self.k, self.t), pitch, (64, self.box_t), _SWIZZLE_128B
+            dims = (self.k, self.t)
+            main = _drv().encode(ptr, _DT_BF16, dims, pitch, (64, self.box_t), _SWIZZLE_128B)
+            tail = (
+                _drv().encode(ptr, _DT_BF16, dims, pitch, (64, self.tail_rows), _SWIZZLE_128B)
+                if self.tail_rows
+                else _MAP()
             )
+            m = self.x_maps[key] = (main, tail)
         return m
 
     def run(self, x_ptr: int, out_ptr: int, stream: int, ws_ptr: int) -> None:
@@ -326,7 +346,7 @@ class RsPlan:
                 )
                 x_ptr, pitch = ws_ptr, padded
             prm = self.params
-            prm.xmap = self.x_map(x_ptr, pitch)
+            prm.xmap, prm.xtail = self.x_map(x_ptr, pitch)
             prm.out = out_ptr
             if self.ksplit > 1:  # counters from zero: the workspace is the caller's memory
                 prm.cnt = ws_ptr + self.x_copy
