@@ -82,29 +82,34 @@ _DQ_EARLY = ALL_QTYPES - {QType.BF16}
 # lose at T = 17 (0.97-1.11).
 _W8 = frozenset({QType.W8})
 _W8_N, _SMALL_N = 6144, 3456
-# T >= 65 on sm_90 (docs/perf/prefill_h200/crossover_dq_rs_051a952.json: both routes timed
-# on the suites' 13 shapes at T = 65 ... 512, every format; crossover_dq_rs.json, the
-# earlier kernel, to T = 2048): dq_rs (one kernel, the
-# weight decoded into wgmma's registers) against dq_gemm (decode to BF16 + cuBLAS). dq_rs
-# makes one block per 128 rows x 128 or 256 tokens, K shared by up to 4 blocks when the
-# tiles alone leave over half the SMs idle, so its time steps with whole waves:
-# - N >= 14336, every quantized format, T <= 256: 0.34-0.71 of dq_gemm's time (the 112 -
-#   272 row blocks of [14336 ... 34816, 5120] are 1-3 waves of 256-token tiles). Past
-#   T = 256 a 112-row-block weight needs a second wave: at T = 512 it is still 0.66-0.94,
-#   but T = 257 ... 384 pays both waves for little more than one wave's work, about
-#   dq_gemm's time there, so the entry stops at 256 (prefill_h200.md, target 5).
+# T >= 65 on sm_90: dq_rs (one kernel, the weight decoded into wgmma's registers) against
+# dq_gemm (decode to BF16 + cuBLAS), both timed on the suites' 13 shapes, every format
+# (docs/perf/prefill_h200/crossover_dq_rs_051a952.json, T = 65 ... 512;
+# crossover_dq_rs_257_512_1c5b4a8.json, T = 288 ... 512 on the three N >= 14336 weights
+# after the tail-box change). dq_rs makes one block per 128 rows x 128 or 256 tokens, K
+# shared by up to 4 blocks when the tiles alone leave over half the SMs idle; its time
+# steps with whole waves of blocks:
+# - N >= 14336, T <= 256, every format: 0.34-0.71 of dq_gemm's time (112 - 272 row
+#   blocks: 1-3 waves of 256-token tiles). T = 257 ... 512 is a second wave of the same
+#   tiles (dq_rs flat, ~122-128 us on [14336,5120] Q4), while dq_gemm grows with T: Q4,
+#   NVFP4 and BF16 win at every T measured (0.64-0.96); Q5, Q6 and W8, whose decode is
+#   dearer, lose or tie at T = 288 (0.94-1.11) and 384 (0.87-1.05) and win at 448 / 512
+#   (0.78-0.94). Past 512 a third wave: T = 640 1.00 (Q4), T = 896 1.00-1.05.
 # - 4608 <= N < 14336 with K >= 4608 ([4608,4608], [6144,5120], [5120,6144 ... 17408]),
 #   T <= 128, split K: 0.41-0.98 (Q5 [4608,4608] the 0.98). At T = 129 ... 256 (two
-#   128-token tiles, no split) Q4 and NVFP4, whose decode is cheapest, keep winning on
-#   N >= 5120 (0.76-0.93) and tie at [4608,4608] (0.95-1.04); Q5, Q6 and W8 lose or
-#   tie there (0.94-1.36), so they go to dq_gemm.
-# - BF16 (whose dq_gemm pays a full copy of the weight), N >= 4608, T <= 256: 0.39-0.97.
+#   128-token tiles, no split) Q4 and NVFP4 keep winning on N >= 5120 (0.76-0.93) and
+#   tie at [4608,4608] (0.95-1.04); Q5, Q6 and W8 lose or tie there (0.94-1.36), so they
+#   go to dq_gemm below N = 8192. On [8448 / 11264 / 12288, 5120]
+#   (crossover_dq_rs_gap_b7bd6db.json: Q4, Q6, W8, NVFP4, T = 65 ... 256) dq_rs wins
+#   everywhere (0.45-0.81; Q6 and W8 at T > 128 0.64-0.73).
+# - BF16 (whose dq_gemm pays a full copy of the weight), 4608 <= N < 14336, T <= 256:
+#   0.39-0.97.
 # - Smaller weights (N <= 4304 or K <= 4096): dq_rs mostly loses (0.94-1.98; a call
-#   costs it at least ~16 us). No shape between N = 10240 and 14336 was measured; the
-#   bounds sit on the measured side.
-_RS_N, _RS_MID = 14336, 4608
+#   costs it at least ~16 us).
+_RS_N, _RS_MID, _RS_DEAR_N = 14336, 4608, 8192
 _QUANT = ALL_QTYPES - {QType.BF16}
 _RS_CHEAP = frozenset({QType.Q4, QType.NVFP4})
+_RS_DEAR = _QUANT - _RS_CHEAP  # Q5, Q6, W8
 _RS = "fused wgmma, weight decoded into registers (sm_90a)"
 _DQ = "decode + cuBLAS"
 
@@ -116,15 +121,24 @@ class _NRange(TypedDict):
 
 _MID = _NRange(n_min=_RS_MID, n_max=_RS_N - 1)  # 4608 <= N < 14336
 _SM90_PREFILL = (
-    Route("dq_rs", 65, 256, _QUANT, n_min=_RS_N, note=_RS),
+    # N >= 14336
+    Route("dq_rs", 65, 512, _RS_CHEAP | _BF16, n_min=_RS_N, note=_RS),
+    Route("dq_rs", 65, 256, _RS_DEAR, n_min=_RS_N, note=_RS),
+    Route("dq_gemm", 257, 384, _RS_DEAR, n_min=_RS_N, note=_DQ),
+    Route("dq_rs", 385, 512, _RS_DEAR, n_min=_RS_N, note=_RS),
+    Route("dq_gemm", 513, None, n_min=_RS_N, note=_DQ),
+    # 4608 <= N < 14336
     Route("dq_rs", 65, 128, _QUANT, **_MID, k_min=_RS_MID, note=_RS + ", split K"),
     Route("dq_rs", 129, 256, _RS_CHEAP, **_MID, k_min=_RS_MID, note=_RS),
-    Route("dq_gemm", 129, 256, _QUANT - _RS_CHEAP, **_MID, k_min=_RS_MID, note=_DQ),
+    Route("dq_rs", 129, 256, _RS_DEAR, n_min=_RS_DEAR_N, n_max=_RS_N - 1, k_min=_RS_MID, note=_RS),
+    Route(
+        "dq_gemm", 129, 256, _RS_DEAR, n_min=_RS_MID, n_max=_RS_DEAR_N - 1, k_min=_RS_MID, note=_DQ
+    ),
     Route("dq_gemm", 65, 256, _QUANT, **_MID, k_max=_RS_MID - 1, note=_DQ),
-    Route("dq_gemm", 65, 256, _QUANT, n_max=_RS_MID - 1, note=_DQ),
-    Route("dq_rs", 65, 256, _BF16, n_min=_RS_MID, note=_RS),
-    Route("dq_gemm", 65, 256, _BF16, n_max=_RS_MID - 1, note=_DQ),
-    Route("dq_gemm", 257, None, note=_DQ),
+    Route("dq_rs", 65, 256, _BF16, **_MID, note=_RS),
+    # N < 4608, and every T > 256 below N = 14336
+    Route("dq_gemm", 65, 256, n_max=_RS_MID - 1, note=_DQ),
+    Route("dq_gemm", 257, None, n_max=_RS_N - 1, note=_DQ),
 )
 _SM90 = (
     Route("dec_q", 1, 16, note="tensor-core GEMV: W decoded from global into A fragments"),
