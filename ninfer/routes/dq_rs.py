@@ -104,8 +104,8 @@ def tiles(p: Problem, nb: int) -> int:
 def choose_ksplit(p: Problem, nb: int, sms: int, kpad: int) -> int:
     """Blocks per tile along K: enough to fill the SMs when the tiles alone do not."""
     n_tiles, pairs = tiles(p, nb), kpad // 128
-    if KSPLIT_FORCE is not None:
-        return max(1, min(KSPLIT_FORCE, pairs))
+    if KSPLIT_FORCE is not None:  # the workspace holds KSPLIT_MAX partials per tile
+        return max(1, min(KSPLIT_FORCE, KSPLIT_MAX, pairs))
     if n_tiles > SPLIT_TILES or 2 * n_tiles > sms:
         return 1
     return max(1, min(KSPLIT_MAX, sms // n_tiles, pairs // 4))

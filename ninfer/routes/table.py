@@ -154,11 +154,13 @@ _SM90 = (
 )
 
 # Keyed by the lowest compute capability each table serves; a device uses the table of
-# the largest key <= its own. sm_80 and sm_120 use the portable routes (their crossover
-# is not measured); sm_90 has its own T = 17 ... 64 entries.
+# the largest key <= its own. sm_80, sm_100 and sm_120 use the portable routes (their
+# crossover is not measured); sm_90 has its own entries, and only sm_90 may run dq_rs
+# (sm_90a code: without the 100 key, sm_100 would have fallen into the sm_90 table).
 ROUTE_TABLES: dict[int, tuple[Route, ...]] = {
     80: _PORTABLE,
     90: _SM90,
+    100: _PORTABLE,
     120: _PORTABLE,
 }
 

@@ -12,14 +12,20 @@ from ninfer.routes import ROUTE_TABLES, Problem, fingerprint, seams, select, tab
 @pytest.mark.parametrize("qtype", list(QType), ids=lambda q: q.name)
 def test_every_t_has_exactly_one_route(cc: int, qtype: QType) -> None:
     table = table_for(cc)
-    # Both sides of every N and K bound.
-    bounds = {
-        b for r in table for b in (r.n_min - 1, r.n_min, r.n_max, r.k_min - 1, r.k_min, r.k_max)
-    }
-    sizes = sorted({1, 640, 4096, 5120, 8192, 8193, 16384, 248320} | {b for b in bounds if b})
+
+    # Both sides of every N, K and T bound of the table.
+    def sides(lo: int, hi: int | None) -> set[int]:
+        return {lo - 1, lo} | ({hi, hi + 1} if hi is not None else set())
+
+    nk = set().union(*(sides(r.n_min, r.n_max) | sides(r.k_min, r.k_max) for r in table))
+    sizes = sorted({1, 640, 4096, 5120, 8192, 8193, 16384, 248320} | {b for b in nk if b >= 1})
+    t_bounds = set().union(*(sides(r.t_min, r.t_max) for r in table))
+    ts = sorted(
+        {*range(1, 300), 1023, 1024, 1025, 2048, 65536, 10**6} | {t for t in t_bounds if t >= 1}
+    )
     for n in sizes:
         for k in sizes:
-            for t in [*range(1, 300), 1023, 1024, 1025, 2048, 65536, 10**6]:
+            for t in ts:
                 p = Problem(qtype, Policy.A16, n, k, t, cc)
                 owners = [r.name for r in table if r.supports(p)]
                 assert len(owners) == 1, f"N={n} K={k} T={t}: routes {owners}"
@@ -43,6 +49,16 @@ def test_conformance_shapes_straddle_every_n_and_k_bound() -> None:
                     assert any(v < lo for v in vals) and any(v >= lo for v in vals), (r, axis)
                 if hi is not None:
                     assert any(v <= hi for v in vals) and any(v > hi for v in vals), (r, axis)
+
+
+@pytest.mark.parametrize("cc", [80, 86, 89, 90, 100, 103, 110, 120, 121])
+def test_every_route_compiles_for_the_devices_it_serves(cc: int) -> None:
+    # A route with its own ARCHS (dq_rs: sm_90a, arch-specific code that no other GPU
+    # runs) must not be reachable from another architecture's table.
+    for r in table_for(cc):
+        archs = getattr(r.launcher, "ARCHS", None)
+        if archs is not None:
+            assert f"sm_{cc}a" in archs or f"sm_{cc}" in archs, (cc, r.name, archs)
 
 
 def test_a4_resolves_to_a16_route_on_sm90() -> None:

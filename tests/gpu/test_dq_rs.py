@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ninfer import Policy, QType
+from ninfer import Policy, QType, pack
 from ninfer.ops import linear
 from ninfer.routes import Problem, dq_rs, select, table
 from ninfer.routes.table import Route
@@ -122,20 +122,31 @@ def test_dq_rs_graph_capture_then_replay_with_new_inputs(qtype: QType, offset: i
 
 
 def _all_dq_rs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Send every T >= 65 to dq_rs (on sm_90; other devices skip in run_case)."""
-    tables = {cc: (Route("dec_q", 1, 64), Route("dq_rs", 65, None)) for cc in table.ROUTE_TABLES}
+    """Send every T >= 65 to dq_rs on this device; a skip where its table has no dq_rs
+    (dq_rs is sm_90a code: another architecture must not be handed it)."""
+    cc = device_cc()
+    if not any(r.name == "dq_rs" for r in table.table_for(cc)):
+        pytest.skip(f"dq_rs is not in sm_{cc}'s route table")
+    key = max(c for c in table.ROUTE_TABLES if c <= cc)
+    tables = dict(table.ROUTE_TABLES)
+    tables[key] = (Route("dec_q", 1, 64), Route("dq_rs", 65, None))
     monkeypatch.setattr(table, "ROUTE_TABLES", tables)
 
 
-@pytest.mark.parametrize("ksplit", [2, 3])
+@pytest.mark.parametrize(("ksplit", "nb"), [(2, None), (3, None), (2, 2)])
 @pytest.mark.parametrize("t", [65, 200])
 @pytest.mark.parametrize("qtype", QTYPES, ids=lambda q: q.name)
-def test_dq_rs_split_k(qtype: QType, t: int, ksplit: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dq_rs_split_k(
+    qtype: QType, t: int, ksplit: int, nb: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """K shared by 2 or 3 blocks per tile ([1152,4304]: 9 row tiles, 34 stage pairs split
-    unevenly), the partials summed by the last block to finish."""
+    unevenly), the partials summed by the last block to finish; once with 256-token
+    tiles (NB = 2: two accumulator halves per partial), which the wave rule never picks
+    with split K on 132 SMs."""
     n, k = 1152, 4304
     _all_dq_rs(monkeypatch)
     monkeypatch.setattr(dq_rs, "KSPLIT_FORCE", ksplit)
+    monkeypatch.setattr(dq_rs, "NB_FORCE", nb)
     w, _ = packed_case(qtype, n, k, seed_for("w", qtype.name, n, k))
     w.dispatch_cache.clear()
     try:
@@ -163,6 +174,9 @@ def test_dq_rs_split_k_is_bitwise_repeatable(monkeypatch: pytest.MonkeyPatch) ->
             out = nan_like_out(t, n)
             linear(x, w, out, workspace=ws)
             outs.append(out.view(cp.uint16).get())
+        # A run that wrote nothing would leave the same NaN bits each time.
+        first = (outs[0].astype(np.uint32) << 16).view(np.float32)
+        assert np.isfinite(first).all(), "dq_rs left output elements unwritten (NaN)"
         assert all(np.array_equal(outs[0], o) for o in outs[1:])
     finally:
         w.dispatch_cache.clear()
@@ -184,8 +198,6 @@ def test_dq_rs_decodes_each_weight_exactly(
     in FP32), while a tolerance test would let a one-step decode error through. On
     [14352,640] x is the identity (every weight of the matrix); on [1152,4304] 256 random
     columns, through 3-way split K. Zeros compare equal whatever their sign."""
-    import cupy as cp
-    import ml_dtypes
 
     _all_dq_rs(monkeypatch)
     monkeypatch.setattr(dq_rs, "KSPLIT_FORCE", ksplit)
@@ -194,20 +206,57 @@ def test_dq_rs_decodes_each_weight_exactly(
     w, w64 = packed_case(qtype, n, k, seed_for("w", qtype.name, n, k))
     w.dispatch_cache.clear()
     try:
-        rng = np.random.default_rng(seed_for("dq_rs_one_hot", qtype.name, n, k))
-        cols = np.arange(k) if t == k else rng.choice(k, t, replace=False)
-        xh = np.zeros((t, k))
-        xh[np.arange(t), cols] = 1.0
-        out = nan_like_out(t, n)
-        linear(to_bf16_device(xh), w, out, workspace=workspace_for(w, t))
-        got = out.view(cp.uint16).get().astype(np.uint32) << 16
-        want = w64.get()[:, cols].T.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
-        bad = got.view(np.float32) != want
-        if bad.any():
-            i, r = np.argwhere(bad)[0]
-            pytest.fail(
-                f"dq_rs {qtype.name} [{n},{k}]: {int(bad.sum())} of {bad.size} weights differ; "
-                f"first W[{r},{cols[i]}]: got {got.view(np.float32)[i, r]!r}, expected {want[i, r]!r}"
-            )
+        _check_one_hot(w, w64, t, f"dq_rs {qtype.name} [{n},{k}]")
     finally:
         w.dispatch_cache.clear()
+
+
+def _check_one_hot(w: Any, w64: Any, t: int, label: str) -> None:
+    """Run one-hot x through dq_rs (t == K: the identity; else t random columns) and
+    require every output to be its decoded weight, rounded as the route rounds it."""
+    import cupy as cp
+    import ml_dtypes
+
+    k = w.k
+    rng = np.random.default_rng(seed_for("dq_rs_one_hot", label))
+    cols = np.arange(k) if t == k else rng.choice(k, t, replace=False)
+    xh = np.zeros((t, k))
+    xh[np.arange(t), cols] = 1.0
+    out = nan_like_out(t, w.n)
+    linear(to_bf16_device(xh), w, out, workspace=workspace_for(w, t))
+    got = (out.view(cp.uint16).get().astype(np.uint32) << 16).view(np.float32)
+    want = w64.get()[:, cols].T.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+    bad = got != want
+    if bad.any():
+        i, r = np.argwhere(bad)[0]
+        pytest.fail(
+            f"{label}: {int(bad.sum())} of {bad.size} weights differ; "
+            f"first W[{r},{cols[i]}]: got {got[i, r]!r}, expected {want[i, r]!r}"
+        )
+
+
+@pytest.mark.parametrize("qtype", [q for q in QTYPES if q is not QType.BF16], ids=lambda q: q.name)
+def test_dq_rs_decodes_subnormal_scales_exactly(
+    qtype: QType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Groups 10^0 ... 10^-7 apart, so that the packed scales include subnormals (FP16
+    below 2^-14; E4M3 with a zero exponent field), which the decode must not flush:
+    kernels compile with -ftz=true (CuPy), so an FP32 subnormal on the way would become 0.
+    Every weight of [1152,640] through one-hot x, compared bit for bit."""
+    import cupy as cp
+
+    n, k = 1152, 640
+    _all_dq_rs(monkeypatch)
+    rng = np.random.default_rng(seed_for("dq_rs_subnormal", qtype.name))
+    spread = 10.0 ** -rng.integers(0, 8, size=(n, k // 16)).repeat(16, axis=1)
+    host = pack(rng.standard_normal((n, k)) * spread, qtype)
+    sc = np.asarray(host.planes["scales"])
+    if qtype is QType.NVFP4:
+        b = sc.view(np.uint8)
+        subnormal = ((b & 0x78) == 0) & ((b & 0x07) != 0)
+    else:
+        f = sc.view(np.float16).astype(np.float64)
+        subnormal = (f != 0) & (np.abs(f) < 2.0**-14)
+    assert subnormal.any(), "the case must hold subnormal scales"
+    w = host.to_device()
+    _check_one_hot(w, cp.asarray(host.decode()), k, f"dq_rs {qtype.name} [{n},{k}] small scales")
