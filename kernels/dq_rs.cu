@@ -134,17 +134,14 @@ constexpr u32 BF2_MAGIC = 0x43004300u, BF2_ONE = 0x3F803F80u, BF2_NEG_ZERO = 0x8
 // Powers of two: the FP32 sums are the unscaled ones times 2^-8, bit for bit.
 constexpr float NVFP4_DOWN = 256.f;
 // An E4M3 scale byte times 2^118 as a BF16 pair (exact: 4 significant bits, at most
-// 448 * 2^118 < 2^127). A normal E4M3 (e >= 1) is 2^(e - 7) (1 + m/8), so times 2^118
-// its FP32 exponent field is e + 238 (<= 253); a subnormal is m 2^-9, times 2^118
-// m 2^109. Built from the bits, never through an FP32 subnormal: CuPy compiles with
-// -ftz=true, which flushes those to zero.
+// 448 * 2^118 < 2^127). Its bits (e: 4, m: 3) placed at BF16's exponent LSBs and
+// mantissa MSBs are the value times 2^-120, the same for a subnormal E4M3 (e = 0), which
+// lands on a BF16 subnormal; two exact BF16 multiplies by 2^119 follow. BF16 arithmetic
+// keeps subnormals; FP32's would not: CuPy compiles with -ftz=true.
 __device__ __forceinline__ u32 e4m3_up(u32 c) {
-  const u32 e = (c >> 3) & 15u, m = c & 7u;
-  const float mag = e ? __uint_as_float(((e + 238u) << 23) | (m << 20)) : u2f_exact(m) * 0x1p109f;
-  const float v = (c & 0x80u) ? -mag : mag;
-  u32 r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %1;" : "=r"(r) : "f"(v));
-  return r;
+  constexpr u32 UP = 0x7B007B00u;  // BF16 2^119 (exponent field 246) in both halves
+  const u32 b = ((c & 0x7Fu) << 4) | ((c & 0x80u) << 8);
+  return bf2_fma(bf2_fma(b * 0x10001u, UP, BF2_NEG_ZERO), UP, BF2_NEG_ZERO);
 }
 
 // An FP16 scale s as BF16 pairs hi = RN(s) and lo = s - hi. lo is exact in BF16 (it has at
