@@ -160,6 +160,16 @@ __device__ __forceinline__ Bf2Scale split_scale(float s) {
   return r;
 }
 
+// One 16-byte shared-memory load, opaque to NVVM: with a plain uint4 load, NVVM's
+// byte-usage narrowing around prmt chose between keeping the vector load and re-loading
+// one word, differently from one compile to the next (the same source gave two PTX texts;
+// tests/cpu/test_ir.py::test_rerun_is_byte_identical caught it).
+__device__ __forceinline__ uint4 lds128(const u8* p) {
+  uint4 v;
+  asm("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(smem_u32(p)));
+  return v;
+}
+
 // Stage fragments: the four k16 A fragments (a[ks][0..3]) of band `band` for the 64-k
 // stage whose blocks lie at `wst` (codes, then high bits, then scales, each 8 bands; the
 // stage is half j of its 128-k storage stage). Per warp, wgmma's A layout is mma.m16n8k16's:
@@ -237,7 +247,7 @@ __device__ __forceinline__ void rs_frag(const u8* wst, int band, int j, int gid,
         h1 = *reinterpret_cast<const u32*>(hb + (gid + 8) * 32 + 8 * (2 * j + (ks >> 1)) + 4 * (ks & 1));
         h0 >>= 4 * tig, h1 >>= 4 * tig;
       }
-      const uint4 q = *reinterpret_cast<const uint4*>(cb + (gid * 4 + ks) * 16);
+      const uint4 q = lds128(cb + (gid * 4 + ks) * 16);
       const u32 w[4] = {q.x, q.z, q.y, q.w};  // regs 0..3: (gid, +0), (gid+8, +0), (gid, +8), (gid+8, +8)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
