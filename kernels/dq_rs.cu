@@ -166,7 +166,12 @@ __device__ __forceinline__ Bf2Scale split_scale(float s) {
 // tests/cpu/test_ir.py::test_rerun_is_byte_identical caught it).
 __device__ __forceinline__ uint4 lds128(const u8* p) {
   uint4 v;
-  asm("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(smem_u32(p)));
+  // volatile + "memory": the load must stay after the stage's mbarrier wait (a plain asm
+  // has no memory dependence, and NVVM hoisted all sixteen of a loop body above it).
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(smem_u32(p))
+               : "memory");
   return v;
 }
 
