@@ -102,11 +102,14 @@ def tiles(p: Problem, nb: int) -> int:
 
 
 def choose_ksplit(p: Problem, nb: int, sms: int, kpad: int) -> int:
-    """Blocks per tile along K: enough to fill the SMs when the tiles alone do not."""
+    """Blocks per tile along K: enough to fill the SMs when the tiles alone do not. The
+    workspace holds KSPLIT_MAX partials for SPLIT_TILES tiles at most, forced or not."""
     n_tiles, pairs = tiles(p, nb), kpad // 128
-    if KSPLIT_FORCE is not None:  # the workspace holds KSPLIT_MAX partials per tile
+    if n_tiles > SPLIT_TILES:
+        return 1
+    if KSPLIT_FORCE is not None:
         return max(1, min(KSPLIT_FORCE, KSPLIT_MAX, pairs))
-    if n_tiles > SPLIT_TILES or 2 * n_tiles > sms:
+    if 2 * n_tiles > sms:
         return 1
     return max(1, min(KSPLIT_MAX, sms // n_tiles, pairs // 4))
 
@@ -292,10 +295,7 @@ class RsPlan:
         )
         self.argv = arg_pointers(self.params)
         self.argv_ptr = ctypes.addressof(self.argv)
-        # The workspace holds partials for SPLIT_TILES tiles at most.
-        self.ksplit = (
-            choose_ksplit(p, self.nb, sms, w.k_pad) if tiles(p, self.nb) <= SPLIT_TILES else 1
-        )
+        self.ksplit = choose_ksplit(p, self.nb, sms, w.k_pad)
         self.params.ksplit = self.ksplit
         self.grid = grid(p, self.nb, self.ksplit)
         self.n_tiles = tiles(p, self.nb)
