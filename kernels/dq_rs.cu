@@ -3,8 +3,11 @@
 // the decoded weight never goes to memory, and nothing but x and the packed planes is
 // read (docs/routes.md, "dq_rs"; docs/perf/prefill_h200.md, "dq_rs").
 //
-// A block owns a tile of 128 weight rows x 128 NB tokens; K goes in stages of 64. Its
-// 384 threads are three warpgroups:
+// A tile is 128 weight rows x 128 NB tokens; K goes in stages of 64. The grid is persistent
+// (Stream-K): block b owns a contiguous run of the (tile, 128-k stage pair) iterations,
+// tiles one after another, so every SM gets the same number of stage pairs whatever the
+// tile count (a tile count just above a multiple of the SMs had left up to half of them
+// idle for a whole wave). Its 384 threads are three warpgroups:
 // - warpgroups 0 and 1 (the consumers) hold rows 64 c .. 64 c + 63 each; warp w (0..7)
 //   decodes band w (16 rows) of a stage into four k16 A fragments and issues
 //   wgmma.m64n128k16 per k16 step and 128-token half, A from registers, B (x) from
@@ -14,7 +17,8 @@
 //   tokens, 128-byte swizzle; out-of-bounds tokens and columns read as zero) and one box
 //   per weight plane (the stage's blocks of the tile's 8 bands, as stored: formats.md),
 //   all completing on the stage's mbarrier; a ring of S stages, each slot refilled once
-//   both consumer warpgroups have retired its MMAs.
+//   both consumer warpgroups have retired its MMAs. The ring runs on across the block's
+//   tiles, so the next tile's first stages load during a tile's epilogue.
 //
 // Why this shape (measured on the H200, docs/perf/prefill_h200.md): a separate decode
 // warpgroup writing a BF16 A tile to shared memory (dq_ws, not landed) spent ~89 KB of
@@ -285,15 +289,22 @@ __device__ __forceinline__ void rs_frag(const u8* wst, int band, int j, int gid,
   }
 }
 
-// The tile's output through shared memory (cs: 128 tokens x (128 rows + 8) BF16, over the
-// x ring, whose stages are all consumed) in rows of 16 bytes: consumer warpgroup c holds
-// rows 64 c .. 64 c + 63 in wgmma's accumulator layout. The consumers (256 threads) meet
-// on named barrier 1; ct is the thread's index among them.
-__device__ __forceinline__ void rs_store(const float acc[64], u8* smem, int c, int ct, float tensor_scale,
+// The tile's output through shared memory (cs: 128 tokens x 128 rows BF16, its own region:
+// the ring may already hold the block's next tile) in rows of 16 bytes: consumer
+// warpgroup c holds rows 64 c .. 64 c + 63 in wgmma's accumulator layout. A token's
+// 16-byte row chunks are XOR-swizzled by the token (chunk ^ token & 15): a warp's column
+// writes (4 tokens x 8 rows) then land on distinct banks with no padding, which
+// BF16's NB = 2 ring leaves no room for. The consumers (256 threads) meet on named
+// barrier 1; ct is the thread's index among them.
+__device__ __forceinline__ int cs_at(int col, int r) {
+  return col * RS_BM + ((((r >> 3) ^ col) & 15) << 3) + (r & 7);
+}
+__device__ __forceinline__ void rs_store(const float acc[64], bf16_t* cs, int c, int ct, float tensor_scale,
                                          bf16_t* __restrict__ out, int N, int T, int n0, int t0) {
   asm volatile("bar.sync 1, 256;" ::: "memory");
-  bf16_t* cs = reinterpret_cast<bf16_t*>(smem);
-  constexpr int CP = RS_BM + 8;  // +8: the column writes below spread over the banks
+  // ct through an opaque move: the 64 staging addresses below are the same for every
+  // tile, and NVVM otherwise hoists them out of the tile loop, where they spilled.
+  asm volatile("mov.b32 %0, %0;" : "+r"(ct));
   const int wt = ct & 127, lane = wt & 31, w4 = wt >> 5, gid = lane >> 2, tig = lane & 3;
 #pragma unroll
   for (int j = 0; j < 16; ++j)
@@ -301,7 +312,7 @@ __device__ __forceinline__ void rs_store(const float acc[64], u8* smem, int c, i
     for (int e = 0; e < 4; ++e) {
       const int r = 64 * c + 16 * w4 + gid + (e >= 2 ? 8 : 0);
       const int col = 8 * j + 2 * tig + (e & 1);
-      cs[col * CP + r] = f2bf(acc[4 * j + e] * tensor_scale);
+      cs[cs_at(col, r)] = f2bf(acc[4 * j + e] * tensor_scale);
     }
   asm volatile("bar.sync 1, 256;" ::: "memory");
   const bool ovec = N % 8 == 0 && (reinterpret_cast<size_t>(out) & 15) == 0;
@@ -309,7 +320,7 @@ __device__ __forceinline__ void rs_store(const float acc[64], u8* smem, int c, i
     const int col = idx / (RS_BM / 8), r = 8 * (idx % (RS_BM / 8));
     const int t = t0 + col, n = n0 + r;
     if (t >= T || n >= N) continue;
-    const bf16_t* src = cs + col * CP + r;
+    const bf16_t* src = cs + cs_at(col, r);
     bf16_t* dst = out + (size_t)t * N + n;
     if (ovec) {
       *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
@@ -319,47 +330,75 @@ __device__ __forceinline__ void rs_store(const float acc[64], u8* smem, int c, i
   }
 }
 
+// Block b's iterations of the (tile, stage pair) axis: [start(b), start(b + 1)), a tile's
+// pairs consecutive. Runs begin on multiples of `unit` pairs (2 where a tile has an even
+// number: every run of a tile is then a whole number of ring laps, see below). Each
+// block has at least one unit (the host keeps G <= total / unit).
+struct RsSched {
+  long long units;  // total / unit
+  int blocks, unit;
+  __device__ __forceinline__ long long start(int b) const { return (long long)b * units / blocks * unit; }
+  // The block whose run holds iteration i: the largest b with start(b) <= i.
+  __device__ __forceinline__ int owner(long long i) const {
+    return (int)(((i / unit + 1) * blocks + units - 1) / units) - 1;
+  }
+};
+
 // Stages per loop body: the body ends in wait_group 0. With MMAs in flight across the
 // loop's back edge, ptxas cannot tell the two fragment sets apart and serializes every
 // wgmma (C7513); within straight-line code it tracks them.
 constexpr int RS_UNROLL = 4;
+// One loop body is one lap of the ring (S = RS_UNROLL slots): its stage u sits in slot u,
+// so every shared-memory address of the body is a constant offset. A tile's run whose
+// stage count is 2 mod 4 (an odd number of pairs) leaves slots 2 and 3 of its last lap
+// unused; the copy thread and the consumers pass them with a bare arrive and wait, so
+// that each slot's barrier phases still count laps. (With a run-dependent slot, the
+// addresses took 20 % more instructions per stage.)
+constexpr int RS_CS = RS_BT * RS_BM * 2;  // the output staging tile, bytes
 
 // S: ring slots; NB: 128-token halves per tile (the decode of a stage then feeds 128 NB
 // tokens of MMAs). Dynamic shared memory: 1 KB of alignment slack, [S][x stage: NB x 16 KB]
-// [S][W stage][2 S mbarriers][a 16-byte word] (routes/dq_rs.py: shared_bytes).
+// [S][W stage][cs: 32 KB][2 S mbarriers][a 16-byte word] (routes/dq_rs.py: shared_bytes).
 //
-// Split K (ksplit > 1, blockIdx.z = z): a tile with too few siblings to fill the SMs is
-// shared by ksplit blocks, each over its own run of stage pairs. Each writes its FP32
-// accumulators to `part`; the last to finish (a counter per tile in `cnt`, zeroed by
-// the host before the call) adds the ksplit partials in z order — the same order
-// whichever block arrives last, so results stay bitwise repeatable — and stores the tile.
+// Tiles are numbered row tile fastest (tiles_x of them per token tile; n_tiles in all),
+// so neighbouring blocks share x's token tile in L2. A tile whose pairs fall to more than
+// one block (Stream-K's split) has each of its nz blocks write its FP32 accumulators to
+// a partial slot of `part` (block b's slots: 2 b for the tile its run starts inside,
+// 2 b + 1 for the tile its run ends inside); the block that brings the tile's counter in
+// `cnt` (zeroed by the host before the call) to nz adds the nz partials in block order —
+// the same order whichever block arrives last, so results stay bitwise repeatable — and
+// stores the tile. No block waits for another: the last to arrive does the work.
 //
-// The last token tile (blockIdx.y = gridDim.y - 1) reads x through `xtail`, whose box is
-// only tail_rows tall (T's rows in that tile, rounded up to 8; 0: no such map): a box
-// mostly past T made TMA zero-fill most of it, measured slow (docs/perf/prefill_h200.md,
-// v5). The stage's rows past the box keep stale values; each output row depends on its
-// own x row only, and rows past T are never stored.
+// The last token tile reads x through `xtail`, whose box is only tail_rows tall (T's rows
+// in that tile, rounded up to 8; 0: no such map): a box mostly past T made TMA zero-fill
+// most of it, measured slow (docs/perf/prefill_h200.md, v5). The stage's rows past the
+// box keep stale values; each output row depends on its own x row only, and rows past T
+// are never stored.
 template <int QT, int S, int NB>
 __global__ void __launch_bounds__(384, 1)
     dq_rs(const __grid_constant__ RsTensorMap xmap, const __grid_constant__ RsTensorMap xtail,
           const __grid_constant__ RsTensorMap wcodes, const __grid_constant__ RsTensorMap whigh,
           const __grid_constant__ RsTensorMap wscale, float tensor_scale, int N, int kpad, bf16_t* __restrict__ out,
-          int T, float4* __restrict__ part, u32* __restrict__ cnt, int ksplit, int tail_rows) {
+          int T, float4* __restrict__ part, u32* __restrict__ cnt, int tiles_x, int n_tiles, int tail_rows) {
   using B = RsBand<QT>;
   constexpr int WST = 8 * (B::CODES + B::QH + B::SC), XT = NB * RS_X_HALF;
   extern __shared__ __align__(16) u8 smem_raw[];
   // The 128-byte swizzle works on 1 KB atoms: the x stages start on a 1 KB boundary.
   u8* smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   u8* wr = smem + S * XT;  // [S][WST]; every part a multiple of 128 bytes (TMA's alignment)
-  const u32 xs0 = smem_u32(smem), wr0 = smem_u32(wr), bar0 = smem_u32(wr + S * WST);
+  bf16_t* cs = reinterpret_cast<bf16_t*>(wr + S * WST);
+  const u32 xs0 = smem_u32(smem), wr0 = smem_u32(wr), bar0 = smem_u32(wr + S * WST + RS_CS);
   auto full = [&](int s) { return bar0 + 8 * s; };        // the stage's copies landed
   auto empty = [&](int s) { return bar0 + 8 * (S + s); };  // both consumers retired its MMAs
-  const int tid = threadIdx.x, wg = tid / 128;
-  const int n0 = blockIdx.x * RS_BM, t0 = blockIdx.y * RS_BT * NB;
-  // This block's stages: pairs [pairs z / ksplit, pairs (z + 1) / ksplit) of the K axis
-  // (a pair is one 128-k storage stage; the loop below takes stages two at a time).
-  const int pairs = kpad / (2 * RS_BK), z = blockIdx.z;
-  const int st0 = 2 * (pairs * z / ksplit), nst = 2 * (pairs * (z + 1) / ksplit) - st0;
+  const int tid = threadIdx.x, wg = tid / 128, b = blockIdx.x;
+  static_assert(S == RS_UNROLL, "one loop body per ring lap");
+  const int pairs = kpad / (2 * RS_BK);  // a pair is one 128-k storage stage
+  // The schedule is computed after the warpgroups part (sched()): live across
+  // setmaxnreg, its 64-bit values spilled in the copy warpgroup's 40 registers.
+  auto sched = [&] {
+    const int unit = pairs % 2 == 0 ? 2 : 1;
+    return RsSched{(long long)n_tiles * pairs / unit, (int)gridDim.x, unit};
+  };
   if (tid == 0) {
     for (int s = 0; s < S; ++s) {
       mbar_init(full(s), 1);
@@ -375,19 +414,34 @@ __global__ void __launch_bounds__(384, 1)
   if (wg == 2) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;" ::: "memory");
     if (tid == 256) {
-      const bool tail = tail_rows > 0 && blockIdx.y == gridDim.y - 1;
-      const RsTensorMap* xm = tail ? &xtail : &xmap;
-      // A box always delivers its whole size (zero fill included): a fixed byte count.
-      const u32 xbytes = tail ? (u32)tail_rows * 2u * RS_BK : (u32)XT;
-      for (int st = 0; st < nst; ++st) {
-        const int s = st % S, g = st0 + st, sst = g >> 1, half = g & 1;
-        if (st >= S) mbar_wait(empty(s), ((st - S) / S) & 1);
-        const u32 dst = wr0 + s * WST;
-        mbar_expect_tx(full(s), xbytes + WST);
-        tma_2d(xs0 + s * XT, xm, g * RS_BK, t0, full(s));
-        tma_2d(dst, &wcodes, (sst * 2 * B::CODES + half * B::CODES) / 8, n0 / 16, full(s));
-        if constexpr (B::QH > 0) tma_2d(dst + 8 * B::CODES, &whigh, sst * B::QH / 8, n0 / 16, full(s));
-        if constexpr (B::SC > 0) tma_2d(dst + 8 * (B::CODES + B::QH), &wscale, sst * B::SC / 8, n0 / 16, full(s));
+      const RsSched sc = sched();
+      const long long it_end = sc.start(b + 1);
+      const int last_ty = n_tiles / tiles_x - 1;
+      int rc = 0;  // stages issued: ring slot rc % S, its use rc / S
+      for (long long it = sc.start(b); it < it_end;) {
+        const int tile = (int)(it / pairs), p0 = (int)(it - (long long)tile * pairs);
+        const int p1 = (int)min((long long)pairs, p0 + (it_end - it));
+        const int ty = tile / tiles_x, n0 = (tile - ty * tiles_x) * RS_BM, t0 = ty * RS_BT * NB;
+        const bool tail = tail_rows > 0 && ty == last_ty;
+        const RsTensorMap* xm = tail ? &xtail : &xmap;
+        // A box always delivers its whole size (zero fill included): a fixed byte count.
+        const u32 xbytes = tail ? (u32)tail_rows * 2u * RS_BK : (u32)XT;
+        for (int g = 2 * p0; g < 2 * p1; ++g, ++rc) {
+          const int s = rc % S, sst = g >> 1, half = g & 1;
+          if (rc >= S) mbar_wait(empty(s), ((rc - S) / S) & 1);
+          const u32 dst = wr0 + s * WST;
+          mbar_expect_tx(full(s), xbytes + WST);
+          tma_2d(xs0 + s * XT, xm, g * RS_BK, t0, full(s));
+          tma_2d(dst, &wcodes, (sst * 2 * B::CODES + half * B::CODES) / 8, n0 / 16, full(s));
+          if constexpr (B::QH > 0) tma_2d(dst + 8 * B::CODES, &whigh, sst * B::QH / 8, n0 / 16, full(s));
+          if constexpr (B::SC > 0) tma_2d(dst + 8 * (B::CODES + B::QH), &wscale, sst * B::SC / 8, n0 / 16, full(s));
+        }
+        for (int d = 2 * (p1 - p0); d % RS_UNROLL != 0; ++d, ++rc) {  // the lap's unused slots
+          const int s = rc % S;
+          if (rc >= S) mbar_wait(empty(s), ((rc - S) / S) & 1);
+          mbar_arrive(full(s));
+        }
+        it += p1 - p0;
       }
     }
     return;
@@ -395,21 +449,17 @@ __global__ void __launch_bounds__(384, 1)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;" ::: "memory");
   const int c = wg, band = tid / 32, lane = tid % 32, gid = lane >> 2, tig = lane & 3;
   float acc[NB][64];
-#pragma unroll
-  for (int h = 0; h < NB; ++h)
-#pragma unroll
-    for (int e = 0; e < 64; ++e) acc[h][e] = 0.f;
   auto fence_acc = [&] {
 #pragma unroll
     for (int h = 0; h < NB; ++h) acc_fence(acc[h]);
   };
   u32 a0[4][4], a1[4][4];
-  // One stage: decode into `a` (the other set may still feed stage st - 1's MMAs), issue
-  // its MMAs, wait for stage st - 1's, release that slot.
-  auto step = [&](int st, u32 (&a)[4][4]) {
-    const int s = st % S;
-    mbar_wait(full(s), (st / S) & 1);
-    rs_frag<QT>(wr + s * WST, band, (st0 + st) & 1, gid, tig, a);
+  // Slot s of ring lap `lap`, stage st of the tile: decode into `a` (the other set may
+  // still feed the previous stage's MMAs), issue its MMAs, wait for the previous stage's,
+  // release that slot.
+  auto step = [&](int s, int lap, int st, u32 (&a)[4][4]) {
+    mbar_wait(full(s), lap & 1);
+    rs_frag<QT>(wr + s * WST, band, s & 1, gid, tig, a);  // a tile's run starts on a lap
     fence_acc();
     // The fence takes the fragments as operands, so their definitions stay before it.
     asm volatile("wgmma.fence.sync.aligned;"
@@ -426,54 +476,74 @@ __global__ void __launch_bounds__(384, 1)
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
     fence_acc();
-    if (st >= 1 && tid % 128 == 0) mbar_arrive(empty((st - 1) % S));
+    if (st >= 1 && tid % 128 == 0) mbar_arrive(empty((s + S - 1) % S));
   };
-  for (int st = 0; st < nst; st += RS_UNROLL) {
-#pragma unroll
-    for (int u = 0; u < RS_UNROLL; u += 2) {
-      if (st + u < nst) {
-        step(st + u, a0);
-        step(st + u + 1, a1);
-      }
-    }
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    fence_acc();
-  }
-  if (ksplit > 1) {
-    // Partials as [tile][z][float4 e][thread]: a warp's store of one e is 512 contiguous
-    // bytes. Fence, then count; the block that brings the count to ksplit sums all.
-    const int tile = blockIdx.y * gridDim.x + blockIdx.x, ct = tid;
-    u32* flag = reinterpret_cast<u32*>(wr + S * WST + 16 * S);
-    float4* mine = part + ((size_t)(tile * ksplit + z) * 16 * NB) * 256 + ct;
+  u32* flag = reinterpret_cast<u32*>(wr + S * WST + RS_CS + 16 * S);
+  const RsSched sc = sched();
+  const long long it_end = sc.start(b + 1);
+  int lap = 0;  // ring laps begun, as the copy thread fills them
+  for (long long it = sc.start(b); it < it_end;) {
+    const int tile = (int)(it / pairs), p0 = (int)(it - (long long)tile * pairs);
+    const int p1 = (int)min((long long)pairs, p0 + (it_end - it));
+    const int nst = 2 * (p1 - p0);
 #pragma unroll
     for (int h = 0; h < NB; ++h)
 #pragma unroll
-      for (int e = 0; e < 16; ++e)
-        mine[(16 * h + e) * 256] = make_float4(acc[h][4 * e], acc[h][4 * e + 1], acc[h][4 * e + 2], acc[h][4 * e + 3]);
-    __threadfence();
-    asm volatile("bar.sync 1, 256;" ::: "memory");
-    if (ct == 0) *flag = atomicAdd(&cnt[tile], 1u) == (u32)(ksplit - 1);
-    asm volatile("bar.sync 1, 256;" ::: "memory");
-    if (!*flag) return;
-    __threadfence();  // the other blocks' partials, published before their count
-    const float4* all = part + ((size_t)tile * ksplit * 16 * NB) * 256 + ct;
+      for (int e = 0; e < 64; ++e) acc[h][e] = 0.f;
+    for (int st = 0; st < nst; st += RS_UNROLL, ++lap) {
 #pragma unroll
-    for (int h = 0; h < NB; ++h)
-#pragma unroll
-      for (int e = 0; e < 16; ++e) {
-        float4 v = all[(16 * h + e) * 256];
-        for (int zz = 1; zz < ksplit; ++zz) {
-          const float4 w = all[((size_t)zz * 16 * NB + 16 * h + e) * 256];
-          v.x += w.x, v.y += w.y, v.z += w.z, v.w += w.w;
+      for (int u = 0; u < RS_UNROLL; u += 2) {
+        if (st + u < nst) {
+          step(u, lap, st + u, a0);
+          step(u + 1, lap, st + u + 1, a1);
         }
-        acc[h][4 * e] = v.x, acc[h][4 * e + 1] = v.y, acc[h][4 * e + 2] = v.z, acc[h][4 * e + 3] = v.w;
       }
-    if (ct == 0) cnt[tile] = 0;
-  }
+      asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+      fence_acc();
+    }
+    if (tid % 128 == 0) mbar_arrive(empty((nst - 1) % S));  // the run's last stage
+    if (nst % RS_UNROLL != 0) {  // its last lap's unused slots 2 and 3
+      mbar_wait(full(2), (lap - 1) & 1);
+      mbar_wait(full(3), (lap - 1) & 1);
+      if (tid % 128 == 0) mbar_arrive(empty(2)), mbar_arrive(empty(3));
+    }
+    it += p1 - p0;
+    if (p1 - p0 < pairs) {
+      // Partials as [slot][float4 e][thread]: a warp's store of one e is 512 contiguous
+      // bytes. Fence, then count; the block that brings the count to nz sums all.
+      const long long i0 = (long long)tile * pairs;
+      const int fb = sc.owner(i0), nz = sc.owner(i0 + pairs - 1) - fb + 1;
+      auto slot = [&](int zz) { return (size_t)(2 * (fb + zz) + (zz == 0 ? 1 : 0)) * (16 * NB * 256) + tid; };
+      float4* mine = part + slot(b - fb);
 #pragma unroll
-  for (int h = 0; h < NB; ++h) {
-    if (h > 0) asm volatile("bar.sync 1, 256;" ::: "memory");  // the last half's stores read cs
-    rs_store(acc[h], smem, c, tid, QT == QT_NVFP4 ? tensor_scale * NVFP4_DOWN : tensor_scale, out, N, T, n0,
-             t0 + RS_BT * h);
+      for (int h = 0; h < NB; ++h)
+#pragma unroll
+        for (int e = 0; e < 16; ++e)
+          mine[(16 * h + e) * 256] = make_float4(acc[h][4 * e], acc[h][4 * e + 1], acc[h][4 * e + 2], acc[h][4 * e + 3]);
+      __threadfence();
+      asm volatile("bar.sync 1, 256;" ::: "memory");
+      if (tid == 0) *flag = atomicAdd(&cnt[tile], 1u) == (u32)(nz - 1);
+      asm volatile("bar.sync 1, 256;" ::: "memory");
+      if (!*flag) continue;
+      __threadfence();  // the other blocks' partials, published before their count
+#pragma unroll
+      for (int h = 0; h < NB; ++h)
+#pragma unroll
+        for (int e = 0; e < 16; ++e) {
+          float4 v = __ldcg(part + slot(0) + (16 * h + e) * 256);
+          for (int zz = 1; zz < nz; ++zz) {
+            const float4 w = __ldcg(part + slot(zz) + (16 * h + e) * 256);
+            v.x += w.x, v.y += w.y, v.z += w.z, v.w += w.w;
+          }
+          acc[h][4 * e] = v.x, acc[h][4 * e + 1] = v.y, acc[h][4 * e + 2] = v.z, acc[h][4 * e + 3] = v.w;
+        }
+    }
+    const int ty = tile / tiles_x, n0 = (tile - ty * tiles_x) * RS_BM, t0 = ty * RS_BT * NB;
+#pragma unroll
+    for (int h = 0; h < NB; ++h) {
+      if (h > 0) asm volatile("bar.sync 1, 256;" ::: "memory");  // the last half's stores read cs
+      rs_store(acc[h], cs, c, tid, QT == QT_NVFP4 ? tensor_scale * NVFP4_DOWN : tensor_scale, out, N, T, n0,
+               t0 + RS_BT * h);
+    }
   }
 }

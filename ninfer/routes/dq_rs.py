@@ -1,12 +1,13 @@
 """Launcher of kernels/dq_rs.cu: the sm_90a prefill route (wgmma, A decoded into registers).
 
-One kernel per call: tiles of 128 weight rows x 128 NB tokens, the weight planes and x
-copied by TMA (tensor maps encoded here through libcuda), the weight decoded by the
-warps that multiply it. Numerics are dq_gemm's (docs/routes.md, "dq_rs").
+One kernel per call: tiles of 128 weight rows x 128 NB tokens on a persistent grid, the
+weight planes and x copied by TMA (tensor maps encoded here through libcuda), the weight
+decoded by the warps that multiply it. Numerics are dq_gemm's (docs/routes.md, "dq_rs").
 
 x must be 16-byte aligned with a row pitch of whole 16 bytes (TMA's rule); other x is
 first copied, by a 2-D copy on the caller's stream, into the workspace with a padded
-pitch. The workspace (the public query) is sized for that copy.
+pitch. The workspace (the public query) is sized for that copy, the tile counters and
+two FP32 partial tiles per block.
 """
 
 from __future__ import annotations
@@ -29,22 +30,23 @@ ARCHS: tuple[str, ...] = ("sm_90a",)
 STAGES = 4  # S: ring slots of (x stage, weight stage), kernels/dq_rs.cu
 THREADS = 384  # two consumer warpgroups + the copy warpgroup
 ROWS = 128  # RS_BM: weight rows per tile
-# Tokens per tile: 128 (NB = 1) or 256 (NB = 2, half the decode per MMA, but half the
-# tiles). A 256-token tile costs about NB2_COST times a 128-token one, so NB = 2 is taken
-# when its waves of tiles over the SMs, times that, are fewer than NB = 1's. Measured on
-# the H200 (Q4; docs/perf/prefill_h200/fused/ws_logs/rs_nb2.log), NB = 1 vs NB = 2 in us:
-# [14336,5120] T = 128: 52.5 vs 73.8 (one wave each: the 1.4); T = 256: 99.8 vs 69.0;
-# T = 1024: 333.6 vs 269.7; [6144,5120] T = 256: 51.1 vs 67.1; T = 512: 97.9 vs 68.0.
-NB2_COST = 1.4
-NB2_FROM = 129  # NB = 2 never pays below (one 128-token tile covers T)
+# Tokens per tile: 128 (NB = 1) or 256 (NB = 2: half the decode per MMA). A 256-token
+# tile costs about 1.4 times a 128-token one (measured on the H200, Q4 [14336,5120]:
+# T = 128 52.5 vs 73.8 us, one wave each; docs/perf/prefill_h200/fused/ws_logs/rs_nb2.log),
+# so over 128 tokens NB = 2 needs fewer tile-times whatever T is (2 x 1.4 < 3 at T = 257),
+# and the persistent grid spreads them over the SMs whatever the tile count.
+NB2_FROM = 129
 T_EDGES = (NB2_FROM - 1,)
 NB_FORCE: int | None = None  # tests: run one tile size on every shape
-# Split K: a weight with fewer tiles than half the SMs has each tile shared by up to
-# KSPLIT_MAX blocks (at least 4 stage pairs each); their FP32 partials go through the
-# workspace, sized for SPLIT_TILES tiles at most.
-KSPLIT_MAX = 4
-SPLIT_TILES = 64
-KSPLIT_FORCE: int | None = None  # tests
+# The persistent grid (Stream-K; kernels/dq_rs.cu): at most one block per SM, up to
+# BLOCKS_MAX (the partial slots in the workspace: two per block). When whole tiles
+# already fill the SMs to DP_FILL of their waves, each block takes whole tiles (no
+# partials); otherwise every block takes the same number of stage pairs, at least
+# MIN_PAIRS (a run shorter than the ring's fill is mostly latency).
+BLOCKS_MAX = 132  # the H100 / H200 SXM count: fewer blocks on a larger part, never more
+DP_FILL = 0.9
+MIN_PAIRS = 4
+BLOCKS_FORCE: int | None = None  # tests: force the split of tiles between blocks
 
 # Bytes of one 16-row band per 64-k stage: (codes, high bits, scales); RsBand<QT>.
 BAND: dict[QType, tuple[int, int, int]] = {
@@ -63,8 +65,8 @@ INSTANCES: tuple[str, ...] = tuple(
     f"dq_rs<{q}, {STAGES}, {nb}>" for q in sorted(QTYPE_ID.values()) for nb in (1, 2)
 )
 TUNING = (
-    f"stages={STAGES} nb2_from={NB2_FROM} nb2_cost={NB2_COST} rows={ROWS} "
-    f"ksplit_max={KSPLIT_MAX} split_tiles={SPLIT_TILES}"
+    f"stages={STAGES} nb2_from={NB2_FROM} rows={ROWS} blocks_max={BLOCKS_MAX} "
+    f"dp_fill={DP_FILL} min_pairs={MIN_PAIRS} persistent"
 )
 
 # cuTensorMapEncodeTiled enums (cuda.h).
@@ -74,44 +76,46 @@ _L2_PROMO_128B = 2
 _MAP = ctypes.c_uint64 * 16  # CUtensorMap: 128 opaque bytes
 
 
-def choose_nb(p: Problem, sms: int) -> int:
-    """128-token (1) or 256-token (2) tiles for ``sms`` multiprocessors."""
+def choose_nb(p: Problem) -> int:
+    """128-token (1) or 256-token (2) tiles."""
     if NB_FORCE is not None:
         return NB_FORCE
-    if p.t < NB2_FROM:
-        return 1
-    rows = -(-p.n // ROWS)
-
-    def waves(tokens: int) -> int:
-        return -(-(rows * -(-p.t // tokens)) // sms)
-
-    return 2 if waves(256) * NB2_COST < waves(128) else 1
+    return 1 if p.t < NB2_FROM else 2
 
 
-REFERENCE_SMS = 132  # the H200's: the tile ``instance`` names when no device is given
-
-
-def instance(p: Problem, nb: int | None = None) -> str:
-    """The kernel instance for ``p`` (``nb``: the tile the plan chose for its device)."""
-    nb = choose_nb(p, REFERENCE_SMS) if nb is None else nb
-    return f"dq_rs<{QTYPE_ID[p.qtype]}, {STAGES}, {nb}>"
+def instance(p: Problem) -> str:
+    return f"dq_rs<{QTYPE_ID[p.qtype]}, {STAGES}, {choose_nb(p)}>"
 
 
 def tiles(p: Problem, nb: int) -> int:
     return -(-p.n // ROWS) * -(-p.t // (128 * nb))
 
 
-def choose_ksplit(p: Problem, nb: int, sms: int, kpad: int) -> int:
-    """Blocks per tile along K: enough to fill the SMs when the tiles alone do not. The
-    workspace holds KSPLIT_MAX partials for SPLIT_TILES tiles at most, forced or not."""
-    n_tiles, pairs = tiles(p, nb), kpad // 128
-    if n_tiles > SPLIT_TILES:
-        return 1
-    if KSPLIT_FORCE is not None:
-        return max(1, min(KSPLIT_FORCE, KSPLIT_MAX, pairs))
-    if 2 * n_tiles > sms:
-        return 1
-    return max(1, min(KSPLIT_MAX, sms // n_tiles, pairs // 4))
+def blocks(p: Problem, nb: int, sms: int, kpad: int) -> int:
+    """Persistent blocks for ``sms`` multiprocessors (at most BLOCKS_MAX, at most one per
+    stage pair of the whole problem)."""
+    n_tiles = tiles(p, nb)
+    units = n_tiles * (kpad // 128) // sched_unit(kpad)
+    if BLOCKS_FORCE is not None:
+        return max(1, min(BLOCKS_FORCE, BLOCKS_MAX, units))
+    sms = min(sms, BLOCKS_MAX)
+    waves = -(-n_tiles // sms)
+    if n_tiles >= DP_FILL * waves * sms:
+        return -(-n_tiles // waves)
+    return max(1, min(sms, units * sched_unit(kpad) // MIN_PAIRS))
+
+
+def sched_unit(kpad: int) -> int:
+    """Stage pairs a block's run starts on a multiple of (RsSched::unit): 2 where a tile
+    has an even number of pairs, so that its runs are whole ring laps."""
+    return 2 if (kpad // 128) % 2 == 0 else 1
+
+
+def run_starts(n_tiles: int, kpad: int, n_blocks: int) -> list[int]:
+    """The first (tile, pair) iteration of each block's run (RsSched::start)."""
+    unit = sched_unit(kpad)
+    units = n_tiles * (kpad // 128) // unit
+    return [b * units // n_blocks * unit for b in range(n_blocks)]
 
 
 def tail_rows(t: int, box_t: int) -> int:
@@ -131,35 +135,30 @@ def _x_copy_bytes(p: Problem) -> int:
     return -(-(p.t * k_pitch(p.k) * 2) // 256) * 256
 
 
+def _counter_bytes(p: Problem) -> int:
+    return -(-(4 * tiles(p, choose_nb(p))) // 256) * 256
+
+
 def _split_bytes(p: Problem) -> int:
-    """Tile counters, then FP32 partials: [tile][z][16 NB float4][256 threads]."""
-    need = 0
-    for nb in (1, 2):
-        n = tiles(p, nb)
-        if n <= SPLIT_TILES:
-            need = max(need, KSPLIT_MAX * n * 16 * nb * 256 * 16)
-    return 4 * SPLIT_TILES + need if need else 0
+    """Tile counters, then FP32 partials: [2 per block][16 NB float4][256 threads]."""
+    return _counter_bytes(p) + 2 * BLOCKS_MAX * 16 * choose_nb(p) * 256 * 16
 
 
 def workspace_bytes(p: Problem) -> int:
     """A copy of x with a 16-byte row pitch (used only when x is not aligned), and the
-    split-K counters and partials where the weight has few tiles."""
+    persistent grid's tile counters and partial slots."""
     return _x_copy_bytes(p) + _split_bytes(p)
 
 
 def shared_bytes(p: Problem, nb: int) -> int:
     codes, high, scales = BAND[p.qtype]
     stage = nb * 128 * 64 * 2 + 8 * (codes + high + scales)
-    return 1024 + STAGES * stage + 16 * STAGES + 16
-
-
-def grid(p: Problem, nb: int, ksplit: int = 1) -> tuple[int, int, int]:
-    return (-(-p.n // ROWS), -(-p.t // (128 * nb)), ksplit)
+    return 1024 + STAGES * stage + 128 * ROWS * 2 + 16 * STAGES + 16
 
 
 class _Params(ctypes.Structure):
     # kernels/dq_rs.cu: (xmap, xtail, wcodes, whigh, wscale, tensor_scale, N, kpad, out, T,
-    # part, cnt, ksplit, tail_rows)
+    # part, cnt, tiles_x, n_tiles, tail_rows)
     _fields_ = [
         ("xmap", _MAP),
         ("xtail", _MAP),
@@ -173,7 +172,8 @@ class _Params(ctypes.Structure):
         ("t", ctypes.c_int32),
         ("part", ctypes.c_uint64),
         ("cnt", ctypes.c_uint64),
-        ("ksplit", ctypes.c_int32),
+        ("tiles_x", ctypes.c_int32),
+        ("n_tiles", ctypes.c_int32),
         ("tail_rows", ctypes.c_int32),
     ]
 
@@ -269,8 +269,8 @@ class RsPlan:
         assert dev is not None
         with cupy.cuda.Device(dev):
             sms = int(cupy.cuda.Device(dev).attributes["MultiProcessorCount"])
-            self.nb = choose_nb(p, sms)
-            fn = _kernel(dev, sys.modules[__name__], instance(p, self.nb))
+            self.nb = choose_nb(p)
+            fn = _kernel(dev, sys.modules[__name__], instance(p))
             self.shared = shared_bytes(p, self.nb)
             if fn.max_dynamic_shared_size_bytes < self.shared:
                 fn.max_dynamic_shared_size_bytes = self.shared
@@ -290,16 +290,20 @@ class RsPlan:
             p.t,
             0,
             0,
-            1,
+            -(-p.n // ROWS),
+            tiles(p, self.nb),
             0,
         )
         self.argv = arg_pointers(self.params)
         self.argv_ptr = ctypes.addressof(self.argv)
-        self.ksplit = choose_ksplit(p, self.nb, sms, w.k_pad)
-        self.params.ksplit = self.ksplit
-        self.grid = grid(p, self.nb, self.ksplit)
         self.n_tiles = tiles(p, self.nb)
+        self.blocks = blocks(p, self.nb, sms, w.k_pad)
+        # Runs that all start on a tile (whole tiles per block, no partials): the
+        # counters go unused.
+        starts = run_starts(self.n_tiles, w.k_pad, self.blocks)
+        self.splits = any(i % (w.k_pad // 128) for i in starts)
         self.x_copy = _x_copy_bytes(p)
+        self.counter_bytes = _counter_bytes(p)
         self.device = dev
         self.t, self.k = p.t, p.k
         self.box_t = 128 * self.nb
@@ -348,12 +352,12 @@ class RsPlan:
             prm = self.params
             prm.xmap, prm.xtail = self.x_map(x_ptr, pitch)
             prm.out = out_ptr
-            if self.ksplit > 1:  # counters from zero: the workspace is the caller's memory
+            if self.splits:  # counters from zero: the workspace is the caller's memory
                 prm.cnt = ws_ptr + self.x_copy
-                prm.part = prm.cnt + 4 * SPLIT_TILES
+                prm.part = prm.cnt + self.counter_bytes
                 runtime.memsetAsync(prm.cnt, 0, 4 * self.n_tiles, stream)
             driver.launchKernel(
-                self.func, *self.grid, THREADS, 1, 1, self.shared, stream, self.argv_ptr, 0
+                self.func, self.blocks, 1, 1, THREADS, 1, 1, self.shared, stream, self.argv_ptr, 0
             )
 
 

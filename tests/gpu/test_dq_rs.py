@@ -133,19 +133,39 @@ def _all_dq_rs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(table, "ROUTE_TABLES", tables)
 
 
-@pytest.mark.parametrize(("ksplit", "nb"), [(2, None), (3, None), (2, 2)])
+# (N, K, blocks, NB): the persistent grid's runs cut tiles in every way it can.
+SPLITS = [
+    # the host's choice: 9 tiles x 34 pairs over 76 blocks, runs of ~4 pairs, up to 9
+    # blocks per tile
+    (1152, 4304, None, None),
+    # 7 blocks: runs over several tiles, a partial first and last tile, whole ones between
+    (1152, 4304, 7, None),
+    # 9 pairs per tile (odd: runs start on any pair, the unused ring slots are passed),
+    # 256-token tiles
+    (1152, 1152, 5, 2),
+    # one block through all 9 tiles: the ring runs on across tiles, nothing split
+    (1152, 1152, 1, None),
+    # 113 row tiles x 5 pairs over 50 blocks: runs of 11-12 pairs over 2-4 tiles
+    (14352, 640, 50, 1),
+]
+
+
+@pytest.mark.parametrize(("n", "k", "blocks", "nb"), SPLITS, ids=lambda v: str(v))
 @pytest.mark.parametrize("t", [65, 200])
 @pytest.mark.parametrize("qtype", QTYPES, ids=lambda q: q.name)
-def test_dq_rs_split_k(
-    qtype: QType, t: int, ksplit: int, nb: int | None, monkeypatch: pytest.MonkeyPatch
+def test_dq_rs_persistent_runs(
+    qtype: QType,
+    t: int,
+    n: int,
+    k: int,
+    blocks: int | None,
+    nb: int | None,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """K shared by 2 or 3 blocks per tile ([1152,4304]: 9 row tiles, 34 stage pairs split
-    unevenly), the partials summed by the last block to finish; once with 256-token
-    tiles (NB = 2: two accumulator halves per partial), which the wave rule never picks
-    with split K on 132 SMs."""
-    n, k = 1152, 4304
+    """Tiles shared by several blocks (the partials summed by the last to finish) and
+    blocks that take several tiles, with even and odd pairs per tile and both tiles."""
     _all_dq_rs(monkeypatch)
-    monkeypatch.setattr(dq_rs, "KSPLIT_FORCE", ksplit)
+    monkeypatch.setattr(dq_rs, "BLOCKS_FORCE", blocks)
     monkeypatch.setattr(dq_rs, "NB_FORCE", nb)
     w, _ = packed_case(qtype, n, k, seed_for("w", qtype.name, n, k))
     w.dispatch_cache.clear()
@@ -155,13 +175,13 @@ def test_dq_rs_split_k(
         w.dispatch_cache.clear()
 
 
-def test_dq_rs_split_k_is_bitwise_repeatable(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Whichever block finishes last, the partials are added in the same order."""
+def test_dq_rs_split_tiles_are_bitwise_repeatable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whichever block finishes a tile last, its partials are added in the same order."""
     import cupy as cp
 
     n, k, t = 1152, 4304, 200
     _all_dq_rs(monkeypatch)
-    monkeypatch.setattr(dq_rs, "KSPLIT_FORCE", 4)
+    monkeypatch.setattr(dq_rs, "BLOCKS_FORCE", 31)
     w, _ = packed_case(QType.Q4, n, k, seed_for("w", "Q4", n, k))
     w.dispatch_cache.clear()
     try:
@@ -181,13 +201,13 @@ def test_dq_rs_split_k_is_bitwise_repeatable(monkeypatch: pytest.MonkeyPatch) ->
 
 
 @pytest.mark.parametrize(
-    ("n", "k", "t", "ksplit"),
-    [(14352, 640, 640, None), (1152, 4304, 256, 3)],
-    ids=["every_weight", "split_k_3"],
+    ("n", "k", "t", "blocks"),
+    [(14352, 640, 640, None), (1152, 4304, 256, 13)],
+    ids=["every_weight", "split_tiles"],
 )
 @pytest.mark.parametrize("qtype", QTYPES, ids=lambda q: q.name)
 def test_dq_rs_decodes_each_weight_exactly(
-    qtype: QType, n: int, k: int, t: int, ksplit: int | None, monkeypatch: pytest.MonkeyPatch
+    qtype: QType, n: int, k: int, t: int, blocks: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The decode bit for bit. x is one-hot on purpose (token i is 1.0 at column k_i, 0
     elsewhere): out[i, n] is then W[n, k_i] times 1, a sum of one exact product, so it
@@ -195,10 +215,11 @@ def test_dq_rs_decodes_each_weight_exactly(
     FP32 step is exact for every format but NVFP4, whose tensor scale the kernel applies
     in FP32), while a tolerance test would let a one-step decode error through. On
     [14352,640] x is the identity (every weight of the matrix); on [1152,4304] 256 random
-    columns, through 3-way split K. Zeros compare equal whatever their sign."""
+    columns, each tile's sum split over blocks (13 blocks, runs of ~24 pairs). Zeros
+    compare equal whatever their sign."""
 
     _all_dq_rs(monkeypatch)
-    monkeypatch.setattr(dq_rs, "KSPLIT_FORCE", ksplit)
+    monkeypatch.setattr(dq_rs, "BLOCKS_FORCE", blocks)
     w, w64 = packed_case(qtype, n, k, seed_for("w", qtype.name, n, k))
     w.dispatch_cache.clear()
     try:
