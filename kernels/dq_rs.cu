@@ -70,6 +70,12 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
         : "memory");
   }
 }
+// A split tile's count of published partials, ordered before the partials' reads.
+__device__ __forceinline__ u32 ld_acquire(const u32* p) {
+  u32 v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
 // One box of a 2-D tensor map (x: {k, token}; a weight plane: {8-byte column, band}).
 __device__ __forceinline__ void tma_2d(u32 dst, const RsTensorMap* map, int c0, int c1, u32 bar) {
   asm volatile(
@@ -168,13 +174,18 @@ __device__ __forceinline__ Bf2Scale split_scale(float s) {
 // byte-usage narrowing around prmt chose between keeping the vector load and re-loading
 // one word, differently from one compile to the next (the same source gave two PTX texts;
 // tests/cpu/test_ir.py::test_rerun_is_byte_identical caught it).
-__device__ __forceinline__ uint4 lds128(const u8* p) {
+//
+// The address is base + off inside the asm, base the thread's (one register for a whole
+// loop body) and off the slot's and k step's constant: ptxas folds off into the load's
+// immediate. A whole address per load kept sixteen of them live across the loop, and with
+// the persistent schedule's state those spilled (into the loop, at NB = 2).
+__device__ __forceinline__ uint4 lds128(u32 base, u32 off) {
   uint4 v;
   // volatile + "memory": the load must stay after the stage's mbarrier wait (a plain asm
   // has no memory dependence, and NVVM hoisted all sixteen of a loop body above it).
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+  asm volatile("{\n.reg .b32 a;\nadd.u32 a, %4, %5;\nld.shared.v4.u32 {%0, %1, %2, %3}, [a];\n}"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(smem_u32(p))
+               : "r"(base), "r"(off)
                : "memory");
   return v;
 }
@@ -184,9 +195,11 @@ __device__ __forceinline__ uint4 lds128(const u8* p) {
 // stage is half j of its 128-k storage stage). Per warp, wgmma's A layout is mma.m16n8k16's:
 // thread (gid, tig) holds rows gid (regs 0, 2) and gid + 8 (regs 1, 3), k 2 tig, 2 tig + 1
 // (regs 0, 1) and 2 tig + 8, 2 tig + 9 (regs 2, 3) of each k16 step. Offsets follow
-// formats.md's storage order.
+// formats.md's storage order. 4-bit codes: lane_codes = the shared address of the thread's
+// codes in slot 0 (band, gid), slot_off = the slot's offset.
 template <int QT>
-__device__ __forceinline__ void rs_frag(const u8* wst, int band, int j, int gid, int tig, u32 a[4][4]) {
+__device__ __forceinline__ void rs_frag(const u8* wst, u32 lane_codes, u32 slot_off, int band, int j, int gid,
+                                        int tig, u32 a[4][4]) {
   using B = RsBand<QT>;
   const u8* cb = wst + band * B::CODES;
   const u8* hb = wst + 8 * B::CODES + band * B::QH;
@@ -256,7 +269,7 @@ __device__ __forceinline__ void rs_frag(const u8* wst, int band, int j, int gid,
         h1 = *reinterpret_cast<const u32*>(hb + (gid + 8) * 32 + 8 * (2 * j + (ks >> 1)) + 4 * (ks & 1));
         h0 >>= 4 * tig, h1 >>= 4 * tig;
       }
-      const uint4 q = lds128(cb + (gid * 4 + ks) * 16);
+      const uint4 q = lds128(lane_codes, slot_off + ks * 16);
       const u32 w[4] = {q.x, q.z, q.y, q.w};  // regs 0..3: (gid, +0), (gid+8, +0), (gid, +8), (gid+8, +8)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
@@ -394,7 +407,7 @@ __global__ void __launch_bounds__(384, 1)
   static_assert(S == RS_UNROLL, "one loop body per ring lap");
   const int pairs = kpad / (2 * RS_BK);  // a pair is one 128-k storage stage
   // The schedule is computed after the warpgroups part (sched()): live across
-  // setmaxnreg, its 64-bit values spilled in the copy warpgroup's 40 registers.
+  // setmaxnreg, its 64-bit values spilled in the copy warpgroup's few registers.
   auto sched = [&] {
     const int unit = pairs % 2 == 0 ? 2 : 1;
     return RsSched{(long long)n_tiles * pairs / unit, (int)gridDim.x, unit};
@@ -410,17 +423,20 @@ __global__ void __launch_bounds__(384, 1)
 
   // Registers are allocated per warpgroup (ptxas gives a 384-thread block 168 each): the
   // copy warpgroup hands its share to the consumers, whose NB x 64 accumulators and two
-  // fragment sets need more (40 x 128 + 232 x 256 <= 65536).
+  // fragment sets need more (24 x 128 + 240 x 256 <= 65536; at 40 / 232 NB = 2 spilled
+  // in the loop once the persistent schedule's state was live across it).
   if (wg == 2) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;" ::: "memory");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;" ::: "memory");
     if (tid == 256) {
       const RsSched sc = sched();
-      const long long it_end = sc.start(b + 1);
+      const long long it_begin = sc.start(b);
       const int last_ty = n_tiles / tiles_x - 1;
       int rc = 0;  // stages issued: ring slot rc % S, its use rc / S
-      for (long long it = sc.start(b); it < it_end;) {
-        const int tile = (int)(it / pairs), p0 = (int)(it - (long long)tile * pairs);
-        const int p1 = (int)min((long long)pairs, p0 + (it_end - it));
+      for (long long hi = sc.start(b + 1); hi > it_begin;) {  // the run's tiles, last first
+        const int tile = (int)((hi - 1) / pairs);
+        const long long tile0 = (long long)tile * pairs;
+        const int p0 = (int)(max(it_begin, tile0) - tile0), p1 = (int)(hi - tile0);
+        hi = tile0 + p0;
         const int ty = tile / tiles_x, n0 = (tile - ty * tiles_x) * RS_BM, t0 = ty * RS_BT * NB;
         const bool tail = tail_rows > 0 && ty == last_ty;
         const RsTensorMap* xm = tail ? &xtail : &xmap;
@@ -441,12 +457,11 @@ __global__ void __launch_bounds__(384, 1)
           if (rc >= S) mbar_wait(empty(s), ((rc - S) / S) & 1);
           mbar_arrive(full(s));
         }
-        it += p1 - p0;
       }
     }
     return;
   }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;" ::: "memory");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;" ::: "memory");
   const int c = wg, band = tid / 32, lane = tid % 32, gid = lane >> 2, tig = lane & 3;
   float acc[NB][64];
   auto fence_acc = [&] {
@@ -454,12 +469,13 @@ __global__ void __launch_bounds__(384, 1)
     for (int h = 0; h < NB; ++h) acc_fence(acc[h]);
   };
   u32 a0[4][4], a1[4][4];
+  const u32 lane_codes = wr0 + band * B::CODES + gid * 64;  // rs_frag's lane block (gid, ks = 0)
   // Slot s of ring lap `lap`, stage st of the tile: decode into `a` (the other set may
   // still feed the previous stage's MMAs), issue its MMAs, wait for the previous stage's,
   // release that slot.
   auto step = [&](int s, int lap, int st, u32 (&a)[4][4]) {
     mbar_wait(full(s), lap & 1);
-    rs_frag<QT>(wr + s * WST, band, s & 1, gid, tig, a);  // a tile's run starts on a lap
+    rs_frag<QT>(wr + s * WST, lane_codes, s * WST, band, s & 1, gid, tig, a);  // a run starts on a lap
     fence_acc();
     // The fence takes the fragments as operands, so their definitions stay before it.
     asm volatile("wgmma.fence.sync.aligned;"
@@ -480,11 +496,13 @@ __global__ void __launch_bounds__(384, 1)
   };
   u32* flag = reinterpret_cast<u32*>(wr + S * WST + RS_CS + 16 * S);
   const RsSched sc = sched();
-  const long long it_end = sc.start(b + 1);
+  const long long it_begin = sc.start(b);
   int lap = 0;  // ring laps begun, as the copy thread fills them
-  for (long long it = sc.start(b); it < it_end;) {
-    const int tile = (int)(it / pairs), p0 = (int)(it - (long long)tile * pairs);
-    const int p1 = (int)min((long long)pairs, p0 + (it_end - it));
+  for (long long hi = sc.start(b + 1); hi > it_begin;) {  // as the copy thread walks them
+    const int tile = (int)((hi - 1) / pairs);
+    const long long tile0 = (long long)tile * pairs;
+    const int p0 = (int)(max(it_begin, tile0) - tile0), p1 = (int)(hi - tile0);
+    hi = tile0 + p0;
     const int nst = 2 * (p1 - p0);
 #pragma unroll
     for (int h = 0; h < NB; ++h)
@@ -507,46 +525,64 @@ __global__ void __launch_bounds__(384, 1)
       mbar_wait(full(3), (lap - 1) & 1);
       if (tid % 128 == 0) mbar_arrive(empty(2)), mbar_arrive(empty(3));
     }
-    it += p1 - p0;
     if (p1 - p0 < pairs) {
-      // Partials as [slot][float4 e][thread]: a warp's store of one e is 512 contiguous
-      // bytes. Fence, then count; the block that brings the count to nz sums all.
+      // A split tile. Its counter holds how many of its other nz - 1 blocks have
+      // published their partial ([slot][float4 e][thread]: a warp's store of one e is 512
+      // contiguous bytes). When all have, this block is the last: it adds theirs to its
+      // registers and stores the tile. Otherwise it publishes its own and counts it; the
+      // count may make it the last after all.
       const long long i0 = (long long)tile * pairs;
-      const int fb = sc.owner(i0), nz = sc.owner(i0 + pairs - 1) - fb + 1;
-      auto slot = [&](int zz) { return (size_t)(2 * (fb + zz) + (zz == 0 ? 1 : 0)) * (16 * NB * 256) + tid; };
-      float4* mine = part + slot(b - fb);
-#pragma unroll
-      for (int h = 0; h < NB; ++h)
-#pragma unroll
-        for (int e = 0; e < 16; ++e)
-          mine[(16 * h + e) * 256] = make_float4(acc[h][4 * e], acc[h][4 * e + 1], acc[h][4 * e + 2], acc[h][4 * e + 3]);
-      __threadfence();
+      const int fb = sc.owner(i0), nz = sc.owner(i0 + pairs - 1) - fb + 1, z = b - fb;
+      auto slot = [&](int zz) { return part + (size_t)(2 * (fb + zz) + (zz == 0 ? 1 : 0)) * (16 * NB * 256) + tid; };
+      asm volatile("bar.sync 1, 256;" ::: "memory");  // every thread has read the last flag
+      if (tid == 0) *flag = ld_acquire(&cnt[tile]) == (u32)(nz - 1);
       asm volatile("bar.sync 1, 256;" ::: "memory");
-      if (tid == 0) *flag = atomicAdd(&cnt[tile], 1u) == (u32)(nz - 1);
-      asm volatile("bar.sync 1, 256;" ::: "memory");
-      if (!*flag) continue;
-      __threadfence();  // the other blocks' partials, published before their count
-      // One partial at a time, all 16 NB of its loads in flight together: a loop over the
-      // partials inside each element's made every L2 round trip wait for the last one
-      // (measured: [14336,5120] T = 256 took 91 us instead of about 55).
+      if (!*flag) {
+        float4* mine = slot(z);
 #pragma unroll
-      for (int h = 0; h < NB; ++h)
-#pragma unroll
-        for (int e = 0; e < 16; ++e) {
-          const float4 v = __ldcg(part + slot(0) + (16 * h + e) * 256);
-          acc[h][4 * e] = v.x, acc[h][4 * e + 1] = v.y, acc[h][4 * e + 2] = v.z, acc[h][4 * e + 3] = v.w;
-        }
-      for (int zz = 1; zz < nz; ++zz)
-#pragma unroll
-        for (int h = 0; h < NB; ++h) {  // 16 loads at a time: 64 registers beside acc
-          float4 w[16];
-#pragma unroll
-          for (int e = 0; e < 16; ++e) w[e] = __ldcg(part + slot(zz) + (16 * h + e) * 256);
+        for (int h = 0; h < NB; ++h)
 #pragma unroll
           for (int e = 0; e < 16; ++e)
-            acc[h][4 * e] += w[e].x, acc[h][4 * e + 1] += w[e].y, acc[h][4 * e + 2] += w[e].z,
-                acc[h][4 * e + 3] += w[e].w;
+            mine[(16 * h + e) * 256] = make_float4(acc[h][4 * e], acc[h][4 * e + 1], acc[h][4 * e + 2], acc[h][4 * e + 3]);
+        __threadfence();
+        asm volatile("bar.sync 1, 256;" ::: "memory");
+        if (tid == 0) *flag = atomicAdd(&cnt[tile], 1u) == (u32)(nz - 1);
+        asm volatile("bar.sync 1, 256;" ::: "memory");
+        if (!*flag) continue;
+      }
+      __threadfence();  // the other blocks' partials, published before their count
+      // The sum in block order, p_0 + p_1 + ... (bitwise the same whichever block adds:
+      // a + b == b + a exactly), with this block's own p_z in registers: per chunk of 8
+      // float4, the partials before it summed in a buffer, then the ones after it added to
+      // the registers. 8 loads in flight at a time: wider buffers beside NB = 2's 128
+      // accumulators spilled, into the main loop too.
+      constexpr int CH = 8;
+#pragma unroll
+      for (int c0 = 0; c0 < 16 * NB; c0 += CH) {
+        float* a = &acc[c0 / 16][4 * (c0 % 16)];
+        float4 w[CH];
+        if (z > 0) {
+#pragma unroll
+          for (int e = 0; e < CH; ++e) w[e] = __ldcg(slot(0) + (c0 + e) * 256);
+          for (int zz = 1; zz < z; ++zz) {  // (rare: a middle block finishing last)
+            float4 v[CH];
+#pragma unroll
+            for (int e = 0; e < CH; ++e) v[e] = __ldcg(slot(zz) + (c0 + e) * 256);
+#pragma unroll
+            for (int e = 0; e < CH; ++e) w[e].x += v[e].x, w[e].y += v[e].y, w[e].z += v[e].z, w[e].w += v[e].w;
+          }
+#pragma unroll
+          for (int e = 0; e < CH; ++e)
+            a[4 * e] = w[e].x + a[4 * e], a[4 * e + 1] = w[e].y + a[4 * e + 1], a[4 * e + 2] = w[e].z + a[4 * e + 2],
+                  a[4 * e + 3] = w[e].w + a[4 * e + 3];
         }
+        for (int zz = z + 1; zz < nz; ++zz) {
+#pragma unroll
+          for (int e = 0; e < CH; ++e) w[e] = __ldcg(slot(zz) + (c0 + e) * 256);
+#pragma unroll
+          for (int e = 0; e < CH; ++e) a[4 * e] += w[e].x, a[4 * e + 1] += w[e].y, a[4 * e + 2] += w[e].z, a[4 * e + 3] += w[e].w;
+        }
+      }
     }
     const int ty = tile / tiles_x, n0 = (tile - ty * tiles_x) * RS_BM, t0 = ty * RS_BT * NB;
 #pragma unroll
