@@ -76,6 +76,13 @@ __device__ __forceinline__ u32 ld_acquire(const u32* p) {
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
+// Counts a split tile's partial: release for the partial's stores (which the block's
+// threads made before a barrier), acquire for the others' when this count is the last.
+__device__ __forceinline__ u32 atom_add_acq_rel(u32* p, u32 v) {
+  u32 old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
 // One box of a 2-D tensor map (x: {k, token}; a weight plane: {8-byte column, band}).
 __device__ __forceinline__ void tma_2d(u32 dst, const RsTensorMap* map, int c0, int c1, u32 bar) {
   asm volatile(
@@ -534,6 +541,9 @@ __global__ void __launch_bounds__(384, 1)
       const long long i0 = (long long)tile * pairs;
       const int fb = sc.owner(i0), nz = sc.owner(i0 + pairs - 1) - fb + 1, z = b - fb;
       auto slot = [&](int zz) { return part + (size_t)(2 * (fb + zz) + (zz == 0 ? 1 : 0)) * (16 * NB * 256) + tid; };
+      // Ordering as CUTLASS's stream-K barrier: the threads' partial stores, a barrier,
+      // then one thread's release (the count); one thread's acquire, a barrier, then the
+      // reads, rather than a __threadfence (fence.sc.gpu) in each of the 256 threads.
       asm volatile("bar.sync 1, 256;" ::: "memory");  // every thread has read the last flag
       if (tid == 0) *flag = ld_acquire(&cnt[tile]) == (u32)(nz - 1);
       asm volatile("bar.sync 1, 256;" ::: "memory");
@@ -544,13 +554,11 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
           for (int e = 0; e < 16; ++e)
             mine[(16 * h + e) * 256] = make_float4(acc[h][4 * e], acc[h][4 * e + 1], acc[h][4 * e + 2], acc[h][4 * e + 3]);
-        __threadfence();
         asm volatile("bar.sync 1, 256;" ::: "memory");
-        if (tid == 0) *flag = atomicAdd(&cnt[tile], 1u) == (u32)(nz - 1);
+        if (tid == 0) *flag = atom_add_acq_rel(&cnt[tile], 1u) == (u32)(nz - 1);
         asm volatile("bar.sync 1, 256;" ::: "memory");
         if (!*flag) continue;
       }
-      __threadfence();  // the other blocks' partials, published before their count
       // The sum in block order, p_0 + p_1 + ... (bitwise the same whichever block adds:
       // a + b == b + a exactly), with this block's own p_z in registers: per chunk of 8
       // float4, the partials before it summed in a buffer, then the ones after it added to
