@@ -1,0 +1,40 @@
+"""dq_rs's persistent grid against whole tiles per block, side by side (docs/perf/prefill_h200.md).
+
+For each shape and T the public call is timed (``ninfer-bench``: cold, graph replay)
+with the host's block count and with BLOCKS_FORCE = the tile count (one whole tile per
+block, the data-parallel grid that the persistent one replaced), so that the split
+tiles' cost shows as the difference.
+
+    python tools/dq_rs_blocks.py [--qtype q4] [--shapes 14336x5120,...] [--ts 128,256]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ninfer import Policy, QType
+from ninfer.bench.cli import main as bench
+from ninfer.routes import Problem, dq_rs
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--qtype", default="q4")
+    ap.add_argument("--shapes", default="14336x5120,34816x5120,6144x5120")
+    ap.add_argument("--ts", default="128,256")
+    args = ap.parse_args()
+    for shape in args.shapes.split(","):
+        n, k = (int(v) for v in shape.split("x"))
+        for t in (int(v) for v in args.ts.split(",")):
+            p = Problem(QType(args.qtype), Policy.A16, n, k, t, 90)
+            whole = dq_rs.tiles(p, dq_rs.choose_nb(p))
+            for label, force in (("persistent", None), (f"{whole} whole tiles", whole)):
+                dq_rs.BLOCKS_FORCE = force
+                print(f"== {args.qtype} [{n},{k}] T={t}: {label}", flush=True)
+                argv = ["--qtype", args.qtype, "--n", str(n), "--k", str(k), "--t", str(t)]
+                bench([*argv, "--no-progress"])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
