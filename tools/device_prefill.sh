@@ -5,9 +5,11 @@
 # JSON under $OUT, archived in $OUT/prefill_artifacts.tar.gz.
 #
 # Usage (repo root): bash tools/device_prefill.sh [steps]
-#   steps: any of conformance tune tables sweeps report ncu gap (default: all but ncu, gap)
+#   steps: any of conformance tune tables sweeps report ncu gap heads (default: all but
+#   ncu, gap, heads)
 #   ncu: Nsight Compute sections + stall reasons of dq_rs points (what bounds each miss);
 #   gap: dq_rs vs dq_gemm on N between the suites' 10240 and 14336 (tools/prefill_crossover.py)
+#   heads: the same on the suites' K = 2048 heads ([131072,2048], [248320,2048]), T >= 512
 #   BUNDLE=path/to/repo.bundle: run in a clone of the bundle's HEAD (records carry the
 #   real commit and dirty=false); BASELINE=1 also refreshes baselines/h200 there
 #   (tools/device_regress.sh conformance baseline) first.
@@ -68,5 +70,10 @@ if has gap; then
   echo "== gap (N between 10240 and 14336)" | tee -a "$OUT/device.log"
   timeout 200 $PY tools/prefill_crossover.py --qtypes q4,q6,w8,nvfp4 --shapes 8448x5120,11264x5120,12288x5120 \
     --ts 65,128,192,256 --json "$OUT/crossover_gap.json" 2>&1 | tee "$OUT/crossover_gap.txt" | tail -3 | tee -a "$OUT/device.log"
+fi
+if has heads; then
+  echo "== heads (the suites' K = 2048 output / draft heads, T = 512 ... 1024)" | tee -a "$OUT/device.log"
+  timeout 200 $PY tools/prefill_crossover.py --qtypes q4,nvfp4,q6,w8 --shapes 131072x2048,248320x2048 \
+    --ts 512,768,1024 --json "$OUT/crossover_heads.json" 2>&1 | tee "$OUT/crossover_heads.txt" | tail -3 | tee -a "$OUT/device.log"
 fi
 tar -czf "$OUT/prefill_artifacts.tar.gz" -C "$OUT" --exclude prefill_artifacts.tar.gz . 2>/dev/null

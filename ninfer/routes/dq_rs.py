@@ -42,9 +42,14 @@ NB_FORCE: int | None = None  # tests: run one tile size on every shape
 # BLOCKS_MAX (the partial slots in the workspace: two per block). When whole tiles
 # already fill the SMs to DP_FILL of their waves, each block takes whole tiles (no
 # partials); otherwise every block takes the same number of stage pairs, at least
-# MIN_PAIRS (a run shorter than the ring's fill is mostly latency).
+# MIN_PAIRS (a run shorter than the ring's fill is mostly latency). Measured on the H200
+# side by side (docs/perf/prefill_h200/dq_rs_blocks_08593cd.txt, Q4): with 112 tiles
+# (0.85 of a wave) the split runs lose, 46.9 vs 45.9 us at T = 128 and 70.2 vs 64.2 at
+# T = 256 on [14336,5120]; with 48 or 40 tiles they win 1.3-2.3x ([6144,5120],
+# [5120,17408]); [34816,5120]'s 272 tiles (0.69 of 3 waves) run 0.77x of the whole-tile
+# grid's time at T = 128 (crossover_dq_rs_persistent_b04da00 against 2210cc1's table).
 BLOCKS_MAX = 132  # the H100 / H200 SXM count: fewer blocks on a larger part, never more
-DP_FILL = 0.9
+DP_FILL = 0.8
 MIN_PAIRS = 4
 BLOCKS_FORCE: int | None = None  # tests: force the split of tiles between blocks
 

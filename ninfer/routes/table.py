@@ -83,62 +83,70 @@ _DQ_EARLY = ALL_QTYPES - {QType.BF16}
 _W8 = frozenset({QType.W8})
 _W8_N, _SMALL_N = 6144, 3456
 # T >= 65 on sm_90: dq_rs (one kernel, the weight decoded into wgmma's registers) against
-# dq_gemm (decode to BF16 + cuBLAS), both timed on the suites' 13 shapes, every format
-# (docs/perf/prefill_h200/crossover_dq_rs_051a952.json, T = 65 ... 512;
-# crossover_dq_rs_257_512_1c5b4a8.json, T = 288 ... 512 on the three N >= 14336 weights
-# after the tail-box change). dq_rs makes one block per 128 rows x 128 or 256 tokens, K
-# shared by up to 4 blocks when the tiles alone leave over half the SMs idle; its time
-# steps with whole waves of blocks:
-# - N >= 14336, T <= 256, every format: 0.34-0.71 of dq_gemm's time (112 - 272 row
-#   blocks: 1-3 waves of 256-token tiles). T = 257 ... 512 is a second wave of the same
-#   tiles (dq_rs flat, ~122-128 us on [14336,5120] Q4), while dq_gemm grows with T: Q4,
-#   NVFP4 and BF16 win at every T measured (0.64-0.96); Q5, Q6 and W8, whose decode is
-#   dearer, lose or tie at T = 288 (0.94-1.11) and 384 (0.87-1.05) and win at 448 / 512
-#   (0.78-0.94). Past 512 a third wave: T = 640 1.00 (Q4), T = 896 1.00-1.05.
-# - 4608 <= N < 14336 with K >= 4608 ([4608,4608], [6144,5120], [5120,6144 ... 17408]),
-#   T <= 128, split K: 0.41-0.98 (Q5 [4608,4608] the 0.98). At T = 129 ... 256 (two
-#   128-token tiles, no split) Q4 and NVFP4 keep winning on N >= 5120 (0.76-0.93) and
-#   tie at [4608,4608] (0.95-1.04); Q5, Q6 and W8 lose or tie there (0.94-1.36), so they
-#   go to dq_gemm below N = 8192. On [8448 / 11264 / 12288, 5120]
-#   (crossover_dq_rs_gap_b7bd6db.json: Q4, Q6, W8, NVFP4, T = 65 ... 256) dq_rs wins
-#   everywhere (0.45-0.81; Q6 and W8 at T > 128 0.64-0.73).
-# - BF16 (whose dq_gemm pays a full copy of the weight), 4608 <= N < 14336, T <= 256:
-#   0.39-0.97.
-# - Smaller weights (N <= 4304 or K <= 4096): dq_rs mostly loses (0.94-1.98; a call
-#   costs it at least ~16 us).
-_RS_N, _RS_MID, _RS_DEAR_N = 14336, 4608, 8192
+# dq_gemm (decode to BF16 + cuBLAS), both timed on the suites' 13 shapes, every format,
+# T = 65 ... 1024 (docs/perf/prefill_h200/crossover_dq_rs_persistent_b04da00.json: dq_rs
+# on its persistent grid; ratios are dq_rs / dq_gemm time):
+# - "Big" weights, N >= 14336 or (N >= 4608 and K >= 10240): dq_rs wins at T <= 256 in
+#   every format (0.33-0.67) and at T = 257 ... 768 (Q4, NVFP4, BF16 0.60-0.89; Q5, Q6,
+#   W8 0.71-0.97). At T = 1024 Q4, NVFP4 and BF16 still win (0.78-0.95) and Q5, Q6, W8
+#   tie (0.92-1.05), so they go to dq_gemm past 768. ([14336,5120] and [16384,5120],
+#   whose whole tiles fill over 0.8 of their waves, run the whole-tile grid since:
+#   DP_FILL in routes/dq_rs.py; its times at 2210cc1 were the same or lower.)
+# - "Mid" weights, 4608 <= N < 14336 with 4608 <= K < 10240 ([4608,4608], [5120,6144],
+#   [6144,5120]): every format wins or ties at T <= 256 (0.52-0.95; [4608,4608] at
+#   T = 192 / 256 0.98-1.06 but NVFP4 and BF16), NVFP4 and BF16 past 256 too (0.75-1.01);
+#   Q4, Q5, Q6 and W8 tie or lose past 256 (0.83-1.19, most 0.9-1.1).
+# - BF16 with 4608 <= N < 14336 and K < 4608 keeps 2a4c83c's entry (T <= 256; no
+#   suite shape measures it).
+# - Smaller weights (N <= 4304, or K <= 4096): dq_rs loses (1.00-2.5; a call costs it at
+#   least ~18 us), but for NVFP4 / BF16 [2048,4096] at T <= 128 (0.91-0.99), left to
+#   dq_gemm.
+# Past T = 1024 nothing was measured: dq_gemm.
+_RS_N, _RS_MID, _RS_BIG_K, _RS_T = 14336, 4608, 10240, 1024
+_RS_DEAR_T = 768
 _QUANT = ALL_QTYPES - {QType.BF16}
 _RS_CHEAP = frozenset({QType.Q4, QType.NVFP4})
 _RS_DEAR = _QUANT - _RS_CHEAP  # Q5, Q6, W8
+_RS_WIDE = frozenset({QType.NVFP4, QType.BF16})  # dq_rs to T = 1024 on mid weights too
+_RS_NARROW = ALL_QTYPES - _RS_WIDE
 _RS = "fused wgmma, weight decoded into registers (sm_90a)"
 _DQ = "decode + cuBLAS"
 
 
-class _NRange(TypedDict):
+class _Box(TypedDict, total=False):
     n_min: int
     n_max: int
+    k_min: int
+    k_max: int
 
 
-_MID = _NRange(n_min=_RS_MID, n_max=_RS_N - 1)  # 4608 <= N < 14336
+_BIG_N = _Box(n_min=_RS_N)  # N >= 14336
+_BIG_K = _Box(n_min=_RS_MID, n_max=_RS_N - 1, k_min=_RS_BIG_K)  # 4608 <= N < 14336, K >= 10240
+_MID = _Box(n_min=_RS_MID, n_max=_RS_N - 1, k_min=_RS_MID, k_max=_RS_BIG_K - 1)
+_LOW_K = _Box(n_min=_RS_MID, n_max=_RS_N - 1, k_max=_RS_MID - 1)
 _SM90_PREFILL = (
-    # N >= 14336
-    Route("dq_rs", 65, 512, _RS_CHEAP | _BF16, n_min=_RS_N, note=_RS),
-    Route("dq_rs", 65, 256, _RS_DEAR, n_min=_RS_N, note=_RS),
-    Route("dq_gemm", 257, 384, _RS_DEAR, n_min=_RS_N, note=_DQ),
-    Route("dq_rs", 385, 512, _RS_DEAR, n_min=_RS_N, note=_RS),
-    Route("dq_gemm", 513, None, n_min=_RS_N, note=_DQ),
-    # 4608 <= N < 14336
-    Route("dq_rs", 65, 128, _QUANT, **_MID, k_min=_RS_MID, note=_RS + ", split K"),
-    Route("dq_rs", 129, 256, _RS_CHEAP, **_MID, k_min=_RS_MID, note=_RS),
-    Route("dq_rs", 129, 256, _RS_DEAR, n_min=_RS_DEAR_N, n_max=_RS_N - 1, k_min=_RS_MID, note=_RS),
-    Route(
-        "dq_gemm", 129, 256, _RS_DEAR, n_min=_RS_MID, n_max=_RS_DEAR_N - 1, k_min=_RS_MID, note=_DQ
+    # big weights: N >= 14336, or 4608 <= N < 14336 with K >= 10240
+    *(
+        r
+        for box in (_BIG_N, _BIG_K)
+        for r in (
+            Route("dq_rs", 65, _RS_T, _RS_CHEAP | _BF16, **box, note=_RS),
+            Route("dq_gemm", _RS_T + 1, None, _RS_CHEAP | _BF16, **box, note=_DQ),
+            Route("dq_rs", 65, _RS_DEAR_T, _RS_DEAR, **box, note=_RS),
+            Route("dq_gemm", _RS_DEAR_T + 1, None, _RS_DEAR, **box, note=_DQ),
+        )
     ),
-    Route("dq_gemm", 65, 256, _QUANT, **_MID, k_max=_RS_MID - 1, note=_DQ),
-    Route("dq_rs", 65, 256, _BF16, **_MID, note=_RS),
-    # N < 4608, and every T > 256 below N = 14336
-    Route("dq_gemm", 65, 256, n_max=_RS_MID - 1, note=_DQ),
-    Route("dq_gemm", 257, None, n_max=_RS_N - 1, note=_DQ),
+    # mid weights: 4608 <= N < 14336, 4608 <= K < 10240
+    Route("dq_rs", 65, _RS_T, _RS_WIDE, **_MID, note=_RS),
+    Route("dq_gemm", _RS_T + 1, None, _RS_WIDE, **_MID, note=_DQ),
+    Route("dq_rs", 65, 256, _RS_NARROW, **_MID, note=_RS),
+    Route("dq_gemm", 257, None, _RS_NARROW, **_MID, note=_DQ),
+    # 4608 <= N < 14336 with K < 4608
+    Route("dq_rs", 65, 256, _BF16, **_LOW_K, note=_RS),
+    Route("dq_gemm", 257, None, _BF16, **_LOW_K, note=_DQ),
+    Route("dq_gemm", 65, None, _QUANT, **_LOW_K, note=_DQ),
+    # N < 4608
+    Route("dq_gemm", 65, None, n_max=_RS_MID - 1, note=_DQ),
 )
 _SM90 = (
     Route("dec_q", 1, 16, note="tensor-core GEMV: W decoded from global into A fragments"),

@@ -39,8 +39,12 @@ def test_conformance_shapes_straddle_every_n_and_k_bound() -> None:
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[1] / "gpu" / "cases.py").read_text()
-    line = next(ln for ln in text.splitlines() if ln.startswith("SHAPES = "))
-    shapes = ast.literal_eval(line.split("=", 1)[1].strip())
+    node = next(
+        n
+        for n in ast.parse(text).body
+        if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "SHAPES" for t in n.targets)
+    )
+    shapes = ast.literal_eval(node.value)
     for table in ROUTE_TABLES.values():
         for r in table:
             for axis, lo, hi in ((0, r.n_min, r.n_max), (1, r.k_min, r.k_max)):

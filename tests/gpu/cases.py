@@ -22,9 +22,12 @@ from .oracle import (
 
 # Odd N (1152, 4304), padded K (4304 -> 4352), a small shape whose N is no tile multiple,
 # [4616,4616] just inside the sm_90 table's mid-size dq_rs entries (N, K >= 4608: split
-# K, padded K), N = 8200 above its T <= 64 N bound (8192) with a partial 16-row band,
-# and N = 14352 above its large dq_rs bound (14336), a partial 128-row tile.
-SHAPES = [(264, 640), (4304, 1152), (1152, 4304), (4616, 4616), (8200, 640), (14352, 640)]
+# tiles, padded K), [4616,10248] inside its big-K ones (K >= 10240: 81 stage pairs, an
+# odd count), N = 8200 above its T <= 64 N bound (8192) with a partial 16-row band, and
+# N = 14352 above its large dq_rs bound (14336), a partial 128-row tile.
+SHAPES = [
+    (264, 640), (4304, 1152), (1152, 4304), (4616, 4616), (4616, 10248), (8200, 640), (14352, 640)
+]  # fmt: skip
 SUITE_T = {1, 4, 16, 128, 1024}  # the seed's Continuous and VisionStep4 classes
 LARGE_T = {64, 1025, 2048}
 ALL_T = sorted(

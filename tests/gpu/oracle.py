@@ -60,11 +60,27 @@ def packed_case(qtype: QType, n: int, k: int, seed: int) -> tuple[PackedWeight, 
     return host.to_device(), cp.asarray(host.decode())
 
 
+def round_to_bf16_bits(bits: Any) -> Any:
+    """FP32 bit patterns (uint32, NumPy or CuPy) rounded to BF16, nearest even, as FP32 bit
+    patterns (the low 16 bits cleared). Finite values only."""
+    one = bits.dtype.type(1)
+    return (bits + bits.dtype.type(0x7FFF) + ((bits >> 16) & one)) & bits.dtype.type(0xFFFF0000)
+
+
 def bf16_rounded(w64: Any) -> Any:
-    """Each weight rounded once to BF16 (nearest even): what dq_gemm multiplies."""
+    """Each weight rounded once to BF16 (nearest even): what dq_gemm multiplies.
+
+    On the GPU: the weights that routes round (scale x code, at most 19 significant bits)
+    are exact in FP32, and FP32 -> BF16 is integer arithmetic on the bits (checked against
+    ml_dtypes' cast: tests/cpu/test_oracle.py). The host round trip took about a second
+    per case on the largest conformance shape.
+    """
     import cupy as cp
 
-    return cp.asarray(w64.get().astype(ml_dtypes.bfloat16).astype(np.float64))
+    f32 = w64.astype(cp.float32)
+    if not bool(cp.all(f32.astype(cp.float64) == w64)):
+        raise ValueError("bf16_rounded: a weight is not exact in FP32")
+    return round_to_bf16_bits(f32.view(cp.uint32)).view(cp.float32).astype(cp.float64)
 
 
 def to_bf16_device(a: np.ndarray, kind: str = "cupy") -> Any:
