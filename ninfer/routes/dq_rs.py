@@ -39,17 +39,22 @@ NB2_FROM = 129
 T_EDGES = (NB2_FROM - 1,)
 NB_FORCE: int | None = None  # tests: run one tile size on every shape
 # The persistent grid (Stream-K; kernels/dq_rs.cu): at most one block per SM, up to
-# BLOCKS_MAX (the partial slots in the workspace: two per block). When whole tiles
-# already fill the SMs to DP_FILL of their waves, each block takes whole tiles (no
-# partials); otherwise every block takes the same number of stage pairs, at least
-# MIN_PAIRS (a run shorter than the ring's fill is mostly latency). Measured on the H200
-# side by side (docs/perf/prefill_h200/dq_rs_blocks_08593cd.txt, Q4): with 112 tiles
-# (0.85 of a wave) the split runs lose, 46.9 vs 45.9 us at T = 128 and 70.2 vs 64.2 at
-# T = 256 on [14336,5120]; with 48 or 40 tiles they win 1.3-2.3x ([6144,5120],
-# [5120,17408]); [34816,5120]'s 272 tiles (0.69 of 3 waves) run 0.77x of the whole-tile
-# grid's time at T = 128 (crossover_dq_rs_persistent_b04da00 against 2210cc1's table).
+# BLOCKS_MAX (the partial slots in the workspace: two per block). Every block takes the
+# same number of stage pairs (at least MIN_PAIRS: a run shorter than the ring's fill is
+# mostly latency), except where whole tiles fill the SMs well: at least DP_FILL of their
+# waves, or DP_FILL_SHORT with runs under SK_LONG pairs; there each block takes whole
+# tiles (no partials). Split runs lose a little per pair (measured on the H200, Q4):
+# - [14336,5120] (112 row tiles, 0.85 of a wave per token tile): at T = 128 / 256 (runs
+#   of 34 pairs) 46.9 vs 45.9 and 70.2 vs 64.2 us (dq_rs_blocks_08593cd.txt), at T = 512
+#   (68 pairs) 125.5 vs 123.6, at T = 768 / 1024 (102 / 136 pairs) 176.4 vs 183.6 and
+#   227.4 vs 237.3 (crossover_dq_rs_persistent_b04da00 vs c357c42's sweep_q4);
+# - [34816,5120] (272 row tiles): at 0.69 of 3 waves (T <= 256) 97.9 vs 127.4 us; at
+#   T = 512 (0.82, 165 pairs) 274.2 vs 309.3; at T = 1024 (0.92) 553.8 vs 557.4;
+# - 48 or 40 tiles ([6144,5120], [5120,17408]): 1.3-2.3x faster split.
 BLOCKS_MAX = 132  # the H100 / H200 SXM count: fewer blocks on a larger part, never more
-DP_FILL = 0.8
+DP_FILL = 0.9
+DP_FILL_SHORT = 0.8
+SK_LONG = 100
 MIN_PAIRS = 4
 BLOCKS_FORCE: int | None = None  # tests: force the split of tiles between blocks
 
@@ -71,7 +76,8 @@ INSTANCES: tuple[str, ...] = tuple(
 )
 TUNING = (
     f"stages={STAGES} nb2_from={NB2_FROM} rows={ROWS} blocks_max={BLOCKS_MAX} "
-    f"dp_fill={DP_FILL} min_pairs={MIN_PAIRS} persistent"
+    f"dp_fill={DP_FILL} dp_fill_short={DP_FILL_SHORT} sk_long={SK_LONG} "
+    f"min_pairs={MIN_PAIRS} persistent"
 )
 
 # cuTensorMapEncodeTiled enums (cuda.h).
@@ -105,9 +111,17 @@ def blocks(p: Problem, nb: int, sms: int, kpad: int) -> int:
         return max(1, min(BLOCKS_FORCE, BLOCKS_MAX, units))
     sms = min(sms, BLOCKS_MAX)
     waves = -(-n_tiles // sms)
-    if n_tiles >= DP_FILL * waves * sms:
-        return -(-n_tiles // waves)
-    return max(1, min(sms, units * sched_unit(kpad) // MIN_PAIRS))
+    fill = n_tiles / (waves * sms)
+    split = max(1, min(sms, units * sched_unit(kpad) // MIN_PAIRS))
+    long_runs = n_tiles * (kpad // 128) >= SK_LONG * split
+    if fill >= DP_FILL or (fill >= DP_FILL_SHORT and not long_runs):
+        # Whole tiles only when the runs cut no tile: a block count that divides the
+        # tiles, in `waves` tiles per block at most (none: [34816,5120] at T = 1024, 1088
+        # tiles, goes split).
+        for g in range(-(-n_tiles // waves), sms + 1):
+            if n_tiles % g == 0:
+                return g
+    return split
 
 
 def sched_unit(kpad: int) -> int:

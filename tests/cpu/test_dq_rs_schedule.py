@@ -1,0 +1,60 @@
+"""dq_rs's persistent grid on the host side (routes/dq_rs.py; RsSched in kernels/dq_rs.cu)."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+
+import pytest
+
+from ninfer import Policy, QType
+from ninfer.routes import Problem, dq_rs
+
+SHAPES = [(14336, 5120), (16384, 5120), (34816, 5120), (6144, 5120), (5120, 17408),
+          (248320, 2048), (1152, 1152), (4616, 10248), (14352, 640)]  # fmt: skip
+
+
+def _owner(i: int, units: int, n_blocks: int, unit: int) -> int:
+    """RsSched::owner, as the kernel computes it."""
+    return ((i // unit + 1) * n_blocks + units - 1) // units - 1
+
+
+@pytest.mark.parametrize("sms", [132, 114, 144])
+@pytest.mark.parametrize("t", [65, 128, 200, 256, 512, 768, 1024])
+@pytest.mark.parametrize(("n", "k"), SHAPES, ids=str)
+def test_runs_cover_every_pair_once_and_owners_agree(n: int, k: int, t: int, sms: int) -> None:
+    p = Problem(QType.Q4, Policy.A16, n, k, t, 90)
+    nb = dq_rs.choose_nb(p)
+    kpad = -(-k // 128) * 128
+    pairs, n_tiles = kpad // 128, dq_rs.tiles(p, nb)
+    g = dq_rs.blocks(p, nb, sms, kpad)
+    unit = dq_rs.sched_unit(kpad)
+    units = n_tiles * pairs // unit
+    assert 1 <= g <= min(sms, dq_rs.BLOCKS_MAX, units)
+    starts = dq_rs.run_starts(n_tiles, kpad, g)
+    assert starts[0] == 0 and all(a < b for a, b in itertools.pairwise(starts))
+    assert all(s % unit == 0 for s in starts)  # runs of whole ring laps
+    # The block that sums a split tile finds its contributors through owner(): the block
+    # whose run holds the tile's first and last pair.
+    for tile in range(n_tiles):
+        for i in (tile * pairs, tile * pairs + pairs - 1):
+            assert _owner(i, units, g, unit) == bisect.bisect_right(starts, i) - 1
+
+
+@pytest.mark.parametrize(("n", "k", "t"), [(14336, 5120, 128), (16384, 5120, 1024)])
+def test_whole_tile_grid_cuts_no_tile(n: int, k: int, t: int) -> None:
+    # Shapes whose tiles fill the SMs well take whole tiles per block: no partials, no
+    # counters (and the block count divides the tiles).
+    p = Problem(QType.Q4, Policy.A16, n, k, t, 90)
+    nb = dq_rs.choose_nb(p)
+    kpad = -(-k // 128) * 128
+    n_tiles = dq_rs.tiles(p, nb)
+    g = dq_rs.blocks(p, nb, 132, kpad)
+    assert n_tiles % g == 0
+    assert all(s % (kpad // 128) == 0 for s in dq_rs.run_starts(n_tiles, kpad, g))
+
+
+def test_workspace_holds_two_partials_per_block() -> None:
+    p = Problem(QType.Q4, Policy.A16, 6144, 5120, 256, 90)
+    part = 2 * dq_rs.BLOCKS_MAX * 16 * dq_rs.choose_nb(p) * 256 * 16
+    assert dq_rs.workspace_bytes(p) >= part + 4 * dq_rs.tiles(p, dq_rs.choose_nb(p))
