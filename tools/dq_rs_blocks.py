@@ -3,7 +3,8 @@
 For each shape and T the public call is timed (``ninfer-bench``: cold, graph replay)
 with the host's block count and with BLOCKS_FORCE = the tile count (one whole tile per
 block, the data-parallel grid that the persistent one replaced), so that the split
-tiles' cost shows as the difference.
+tiles' cost shows as the difference. BLOCKS_FORCE is capped at BLOCKS_MAX (132): with
+more tiles than that both lines run the same grid.
 
     python tools/dq_rs_blocks.py [--qtype q4] [--shapes 14336x5120,...] [--ts 128,256]
 """

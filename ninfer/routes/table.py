@@ -99,7 +99,7 @@ _W8_N, _SMALL_N = 6144, 3456
 # - BF16 with 4608 <= N < 14336 and K < 4608 keeps 2a4c83c's entry (T <= 256; no
 #   suite shape measures it).
 # - Smaller weights (N <= 4304, or K <= 4096): dq_rs loses (1.00-2.5; a call costs it at
-#   least ~18 us), but for NVFP4 / BF16 [2048,4096] at T <= 128 (0.91-0.99), left to
+#   least ~16 us), but for NVFP4 / BF16 [2048,4096] at T <= 128 (0.91-0.99), left to
 #   dq_gemm.
 # Past T = 1024 nothing was measured: dq_gemm.
 _RS_N, _RS_MID, _RS_BIG_K, _RS_T = 14336, 4608, 10240, 1024
