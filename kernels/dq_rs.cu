@@ -381,13 +381,14 @@ constexpr int RS_CS = RS_BT * RS_BM * 2;  // the output staging tile, bytes
 // [S][W stage][cs: 32 KB][2 S mbarriers][a 16-byte word] (routes/dq_rs.py: shared_bytes).
 //
 // Tiles are numbered row tile fastest (tiles_x of them per token tile; n_tiles in all),
-// so neighbouring blocks share x's token tile in L2. A tile whose pairs fall to more than
-// one block (Stream-K's split) has each of its nz blocks write its FP32 accumulators to
-// a partial slot of `part` (block b's slots: 2 b for the tile its run starts inside,
-// 2 b + 1 for the tile its run ends inside); the block that brings the tile's counter in
-// `cnt` (zeroed by the host before the call) to nz adds the nz partials in block order —
-// the same order whichever block arrives last, so results stay bitwise repeatable — and
-// stores the tile. No block waits for another: the last to arrive does the work.
+// so neighbouring blocks share x's token tile in L2; a block walks its run's tiles last
+// first. A tile whose pairs fall to nz > 1 blocks (Stream-K's split) is stored by the
+// last of them to finish it, which adds the others' FP32 partials to its own in block
+// order — the same bits whichever block is last, so results stay bitwise repeatable. The
+// others each publish theirs in a slot of `part` (block b's slots: 2 b for the tile its
+// run starts inside, 2 b + 1 for the one it ends inside) and count it in the tile's
+// counter in `cnt` (zeroed by the host before the call); a block that finds nz - 1
+// counted is the last. No block waits for another.
 //
 // The last token tile reads x through `xtail`, whose box is only tail_rows tall (T's rows
 // in that tile, rounded up to 8; 0: no such map): a box mostly past T made TMA zero-fill

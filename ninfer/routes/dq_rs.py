@@ -103,8 +103,8 @@ def tiles(p: Problem, nb: int) -> int:
 
 
 def blocks(p: Problem, nb: int, sms: int, kpad: int) -> int:
-    """Persistent blocks for ``sms`` multiprocessors (at most BLOCKS_MAX, at most one per
-    stage pair of the whole problem)."""
+    """Persistent blocks for ``sms`` multiprocessors: at most BLOCKS_MAX, and at most one
+    per run unit (``sched_unit`` pairs) of the whole problem, so every block has a run."""
     n_tiles = tiles(p, nb)
     units = n_tiles * (kpad // 128) // sched_unit(kpad)
     if BLOCKS_FORCE is not None:
