@@ -89,9 +89,9 @@ _W8_N, _SMALL_N = 6144, 3456
 # - "Big" weights, N >= 14336 or (N >= 4608 and K >= 10240): dq_rs wins at T <= 256 in
 #   every format (0.33-0.67) and at T = 257 ... 768 (Q4, NVFP4, BF16 0.60-0.89; Q5, Q6,
 #   W8 0.71-0.97). At T = 1024 Q4, NVFP4 and BF16 still win (0.78-0.95) and Q5, Q6, W8
-#   tie (0.92-1.05), so they go to dq_gemm past 768. ([14336,5120] and [16384,5120],
-#   whose whole tiles fill over 0.8 of their waves, run the whole-tile grid since:
-#   DP_FILL in routes/dq_rs.py; its times at 2210cc1 were the same or lower.)
+#   tie (0.92-1.05), so they go to dq_gemm past 768. (Since then [16384,5120], and
+#   [14336,5120] up to T = 512, run one whole tile per block, as at 2210cc1: DP_FILL and
+#   SK_LONG in routes/dq_rs.py; the same times or lower.)
 # - "Mid" weights, 4608 <= N < 14336 with 4608 <= K < 10240 ([4608,4608], [5120,6144],
 #   [6144,5120]): every format wins or ties at T <= 256 (0.52-0.95; [4608,4608] at
 #   T = 192 / 256 0.98-1.06 but NVFP4 and BF16), NVFP4 and BF16 past 256 too (0.75-1.01);
