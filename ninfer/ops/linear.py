@@ -76,17 +76,32 @@ def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] < b[1] and b[0] < a[1]
 
 
+# Every route-table object the caches have been keyed by, kept alive: the key is the
+# object's id(), and a table freed after a test could otherwise hand its id to the next
+# replacement, which would then be served the freed table's routes.
+_TABLES_SEEN: dict[int, object] = {}
+
+
+def tables_key() -> int:
+    """A cache key for the current ``ROUTE_TABLES`` object: unique for the process."""
+    tables = table.ROUTE_TABLES
+    key = id(tables)
+    if key not in _TABLES_SEEN:
+        _TABLES_SEEN[key] = tables
+    return key
+
+
 def _route(w: PackedWeight, t: int, policy: Policy) -> tuple[Problem, Route]:
     assert w.device_id is not None
-    return _select(w.qtype, policy, w.n, w.k, t, _device_cc(w.device_id), id(table.ROUTE_TABLES))
+    return _select(w.qtype, policy, w.n, w.k, t, _device_cc(w.device_id), tables_key())
 
 
 @functools.lru_cache(maxsize=4096)
 def _select(
     qtype: QType, policy: Policy, n: int, k: int, t: int, cc: int, tables: int
 ) -> tuple[Problem, Route]:
-    # One selection per geometry, not one per call; ``tables`` (the identity of the
-    # route tables) keys the cache so a replaced table (tests) is never served stale.
+    # One selection per geometry, not one per call; ``tables`` (tables_key()) keys the
+    # cache so a replaced table (tests) is never served stale.
     p = Problem(qtype, policy, n, k, t, cc)
     return p, select(p)
 
@@ -177,8 +192,8 @@ class _Dispatch:
 
 def _dispatch(w: PackedWeight, t: int, policy: Policy) -> _Dispatch:
     cache = w.dispatch_cache
-    # id(ROUTE_TABLES): a replaced table (tests) never serves a stale route.
-    key = (t, policy is Policy.A4, id(table.ROUTE_TABLES))
+    # tables_key(): a replaced table (tests) never serves a stale route.
+    key = (t, policy is Policy.A4, tables_key())
     d = cache.get(key)
     if d is None:
         if len(cache) >= 256:  # T is bounded in practice; stay bounded anyway

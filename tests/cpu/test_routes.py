@@ -149,3 +149,23 @@ def test_dec_q_tiles_fit_the_smallest_shared_memory() -> None:
             assert tl.nt * 8 >= t, (q, t, tl)
         # one set of seams for the conformance suite: every format changes tile at one T
         assert tuple(tl.t_max for tl in dec_q.TILES[q][:-1]) == dec_q.T_EDGES, q
+
+
+def test_tables_key_is_never_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+    # linear()'s caches key routes by the tables object; a freed replacement must not
+    # hand its id to the next one (tests patch the tables one after another).
+    import gc
+    import importlib
+
+    from ninfer.routes import table
+
+    lin = importlib.import_module("ninfer.ops.linear")  # the package re-exports linear()
+
+    keys = set()
+    for _ in range(50):
+        with monkeypatch.context() as m:
+            m.setattr(table, "ROUTE_TABLES", dict(table.ROUTE_TABLES))
+            keys.add(lin.tables_key())
+        gc.collect()
+    assert len(keys) == 50
+    assert lin.tables_key() not in keys
