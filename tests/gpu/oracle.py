@@ -72,8 +72,8 @@ def bf16_rounded(w64: Any) -> Any:
 
     On the GPU: the weights that routes round (scale x code, at most 19 significant bits)
     are exact in FP32, and FP32 -> BF16 is integer arithmetic on the bits (checked against
-    ml_dtypes' cast: tests/cpu/test_oracle.py). The host round trip took about a second
-    per case on the largest conformance shape.
+    ml_dtypes' cast: tests/cpu/test_oracle.py). The host round trip copied the whole FP64
+    weight per case (378 MB on the largest conformance shape, [4616,10248]).
     """
     import cupy as cp
 

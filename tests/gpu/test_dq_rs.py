@@ -145,7 +145,8 @@ SPLITS = [
     (1152, 1152, 5, 2),
     # one block through all 9 tiles: the ring runs on across tiles, nothing split
     (1152, 1152, 1, None),
-    # 113 row tiles x 5 pairs over 50 blocks: runs of 11-12 pairs over 2-4 tiles
+    # 113 row tiles (226 at T = 200) x 5 pairs over 50 blocks: runs of 11-12 pairs over
+    # 3-4 tiles (22-23 over 5-6)
     (14352, 640, 50, 1),
 ]
 
