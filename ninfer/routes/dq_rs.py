@@ -106,14 +106,14 @@ def blocks(p: Problem, nb: int, sms: int, kpad: int) -> int:
     """Persistent blocks for ``sms`` multiprocessors: at most BLOCKS_MAX, and at most one
     per run unit (``sched_unit`` pairs) of the whole problem, so every block has a run."""
     n_tiles = tiles(p, nb)
-    units = n_tiles * (kpad // 128) // sched_unit(kpad)
+    pairs = n_tiles * (kpad // 128)  # a multiple of sched_unit(kpad)
     if BLOCKS_FORCE is not None:
-        return max(1, min(BLOCKS_FORCE, BLOCKS_MAX, units))
+        return max(1, min(BLOCKS_FORCE, BLOCKS_MAX, pairs // sched_unit(kpad)))
     sms = min(sms, BLOCKS_MAX)
     waves = -(-n_tiles // sms)
     fill = n_tiles / (waves * sms)
-    split = max(1, min(sms, units * sched_unit(kpad) // MIN_PAIRS))
-    long_runs = n_tiles * (kpad // 128) >= SK_LONG * split
+    split = max(1, min(sms, pairs // MIN_PAIRS))
+    long_runs = pairs >= SK_LONG * split
     if fill >= DP_FILL or (fill >= DP_FILL_SHORT and not long_runs):
         # Whole tiles only when the runs cut no tile: a block count that divides the
         # tiles, in `waves` tiles per block at most (none: [34816,5120] at T = 1024, 1088
@@ -289,6 +289,7 @@ class RsPlan:
         with cupy.cuda.Device(dev):
             sms = int(cupy.cuda.Device(dev).attributes["MultiProcessorCount"])
             self.nb = choose_nb(p)
+            self.n_tiles = tiles(p, self.nb)
             fn = _kernel(dev, sys.modules[__name__], instance(p))
             self.shared = shared_bytes(p, self.nb)
             if fn.max_dynamic_shared_size_bytes < self.shared:
@@ -310,12 +311,11 @@ class RsPlan:
             0,
             0,
             -(-p.n // ROWS),
-            tiles(p, self.nb),
+            self.n_tiles,
             0,
         )
         self.argv = arg_pointers(self.params)
         self.argv_ptr = ctypes.addressof(self.argv)
-        self.n_tiles = tiles(p, self.nb)
         self.blocks = blocks(p, self.nb, sms, w.k_pad)
         # Runs that all start on a tile (whole tiles per block, no partials): the
         # counters go unused.
