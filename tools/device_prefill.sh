@@ -5,8 +5,12 @@
 # JSON under $OUT, archived in $OUT/prefill_artifacts.tar.gz.
 #
 # Usage (repo root): bash tools/device_prefill.sh [steps]
-#   steps: any of conformance tune tables sweeps report ncu gap heads (default: all but
-#   ncu, gap, heads)
+#   steps: any of conformance rstest tune tables sweeps report ncu gap heads tiles xover
+#   (default: conformance tune tables sweeps report)
+#   rstest: tests/gpu/test_dq_rs.py alone (a kernel change's first check);
+#   tiles: tools/dq_rs_tiles.py (each dq_rs tile against the table's route; TILE_QTYPES,
+#   TILE_SHAPES, TILE_TS override its defaults);
+#   xover: tools/prefill_crossover.py on XO_QTYPES, XO_SHAPES, XO_TS;
 #   ncu: Nsight Compute sections + stall reasons of dq_rs points (what bounds each miss);
 #   gap: dq_rs vs dq_gemm on N between the suites' 10240 and 14336 (tools/prefill_crossover.py)
 #   heads: the same on the suites' K = 2048 heads ([131072,2048], [248320,2048]), T >= 512
@@ -22,6 +26,24 @@ STEPS=${*:-conformance tune tables sweeps report}
 D=docs/perf/prefill_h200
 device_header
 if has conformance; then device_conformance; fi
+if has rstest; then
+  echo "== rstest (tests/gpu/test_dq_rs.py)" | tee -a "$OUT/device.log"
+  timeout 400 $PY -m pytest tests/gpu/test_dq_rs.py -q -x -n 4 -p no:cacheprovider 2>&1 | tail -25 \
+    | tee "$OUT/rstest.log" | tail -6 | tee -a "$OUT/device.log"
+fi
+if has tiles; then
+  echo "== tiles (dq_rs tiles vs the table's route)" | tee -a "$OUT/device.log"
+  timeout 300 $PY tools/dq_rs_tiles.py --qtypes "${TILE_QTYPES:-q4,q5,q6,w8,nvfp4,bf16}" \
+    ${TILE_SHAPES:+--shapes "$TILE_SHAPES"} ${TILE_TS:+--ts "$TILE_TS"} --json "$OUT/dq_rs_tiles.json" \
+    > "$OUT/dq_rs_tiles.txt" 2>&1
+  tail -3 "$OUT/dq_rs_tiles.txt" | tee -a "$OUT/device.log"
+fi
+if has xover; then
+  echo "== xover (dq_rs vs dq_gemm)" | tee -a "$OUT/device.log"
+  timeout 300 $PY tools/prefill_crossover.py --qtypes "${XO_QTYPES:-bf16}" ${XO_SHAPES:+--shapes "$XO_SHAPES"} \
+    --ts "${XO_TS:-128,256,512,1024}" --json "$OUT/crossover.json" > "$OUT/crossover.txt" 2>&1
+  tail -3 "$OUT/crossover.txt" | tee -a "$OUT/device.log"
+fi
 if has tune; then
   echo "== tune" | tee -a "$OUT/device.log"
   timeout 300 $PY tools/tune_dq_gemm.py --json "$OUT/tune_dq_gemm.json" > "$OUT/tune_dq_gemm.txt" 2>&1

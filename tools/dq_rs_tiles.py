@@ -1,0 +1,106 @@
+"""dq_rs's tiles side by side, against the route the sm_90 table picks (docs/perf/prefill_h200.md).
+
+For each format, shape and T the public ``linear()`` call is timed under the cold timer
+of ``ninfer-bench`` (graph replay, 256 MiB flush) once under the real route table (the
+reference: whatever route it picks, named in the output) and once per dq_rs tile
+(``routes/dq_rs.py::TILES``, forced through NB_FORCE / CW_FORCE with dq_rs serving every
+T). Every dq_rs output is checked against the reference's: both round each weight once
+to BF16 and accumulate in FP32, so a difference above one BF16 step of the output's
+largest value is a defect and fails the run.
+
+    python tools/dq_rs_tiles.py [--qtypes q4,bf16] [--shapes 14336x5120] [--ts 48,128]
+        [--tiles 1x2,1x3] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+from prefill_crossover import SHAPES  # tools/ is the script's sys.path[0]
+from route_swap import time_under
+
+from ninfer import Policy, QType
+from ninfer.bench.fixture import random_activations, random_device_weight
+from ninfer.bench.results import environment
+from ninfer.bench.timer import ColdTimer
+from ninfer.routes import Problem, dq_rs, select, table
+from ninfer.routes.table import Route
+
+
+def main() -> int:
+    import cupy as cp
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--qtypes", default=",".join(q.value for q in QType))
+    ap.add_argument("--ts", default="33,48,64,65,96,128")
+    ap.add_argument("--shapes", default="", help="NxK,... (default: the suites' shapes)")
+    ap.add_argument("--tiles", default="1x2,1x3", help="NBxCW,...")
+    ap.add_argument("--json")
+    ap.add_argument("--repeat", type=int, default=10)
+    args = ap.parse_args()
+    shapes = (
+        [tuple(map(int, s.split("x"))) for s in args.shapes.split(",")] if args.shapes else SHAPES
+    )
+    variants = [dq_rs.Tile(*map(int, v.split("x"))) for v in args.tiles.split(",")]
+    rs_tables: dict[int, tuple[Route, ...]] = {
+        cc: (Route("dq_rs", 1, None),) for cc in table.ROUTE_TABLES
+    }
+    cc = int(cp.cuda.Device().compute_capability)
+    env = environment(0)
+    timer = ColdTimer(3, args.repeat, 256, "graph")
+    rows, bad = [], []
+    names = [f"rs_{v.nb}x{v.cw}" for v in variants]
+    print("qtype N K T ref_route ref_us " + " ".join(f"{n}_us {n}/ref" for n in names))
+    for q in (QType(s) for s in args.qtypes.split(",")):
+        for n, k in shapes:
+            w = random_device_weight(q, n, k, seed=7)
+            for t in (int(v) for v in args.ts.split(",")):
+                x = random_activations(t, k)
+                ref_route = select(Problem(q, Policy.A16, n, k, t, cc)).name
+                out = cp.empty((t, n), dtype=x.dtype)
+                us = {"ref": time_under(table.ROUTE_TABLES, timer, x, w, out)}
+                timer.stream.synchronize()
+                ref = (out.view(cp.uint16).get().astype(np.uint32) << 16).view(np.float32)
+                step = 2.0 ** (np.floor(np.log2(np.max(np.abs(ref)) or 1.0)) - 7)
+                diffs = {}
+                for v, name in zip(variants, names, strict=True):
+                    dq_rs.NB_FORCE, dq_rs.CW_FORCE = v.nb, v.cw
+                    w.dispatch_cache.clear()  # plans hold their tile
+                    try:
+                        out = cp.empty((t, n), dtype=x.dtype)
+                        us[name] = time_under(rs_tables, timer, x, w, out)
+                        timer.stream.synchronize()
+                    finally:
+                        dq_rs.NB_FORCE = dq_rs.CW_FORCE = None
+                        w.dispatch_cache.clear()
+                    got = (out.view(cp.uint16).get().astype(np.uint32) << 16).view(np.float32)
+                    d = (
+                        float(np.max(np.abs(got - ref)) / step)
+                        if np.isfinite(got).all()
+                        else np.inf
+                    )
+                    diffs[name] = d
+                    if d > 1.0:
+                        bad.append((q.value, n, k, t, name, d))
+                rows.append(
+                    {"qtype": q.value, "n": n, "k": k, "t": t, "ref_route": ref_route, **us,
+                     "diff_steps": diffs}
+                )  # fmt: skip
+                cols = " ".join(f"{us[m]:8.2f} {us[m] / us['ref']:5.2f}" for m in names)
+                print(
+                    f"{q.value:<5} {n} {k} {t:>4} {ref_route:<7} {us['ref']:8.2f} {cols}",
+                    flush=True,
+                )
+        if args.json:  # after each format: a run cut short keeps what it measured
+            with open(args.json, "w") as f:
+                json.dump({"environment": env, "rows": rows}, f, indent=1)
+    for q_, n, k, t, name, d in bad:
+        print(f"MISMATCH {q_} [{n},{k}] T={t} {name}: {d:.2f} BF16 steps", file=sys.stderr)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
