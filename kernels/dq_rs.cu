@@ -3,26 +3,22 @@
 // the decoded weight never goes to memory, and nothing but x and the packed planes is
 // read (docs/routes.md, "dq_rs"; docs/perf/prefill_h200.md, "dq_rs").
 //
-// A tile is BM = 64 CW weight rows x 128 NB tokens; K goes in stages of 64. The grid is
-// persistent (Stream-K): block b owns a contiguous run of the (tile, 128-k stage pair)
-// iterations, tiles one after another, so every SM gets the same number of stage pairs
-// whatever the tile count (a tile count just above a multiple of the SMs had left up to
-// half of them idle for a whole wave). Its 128 (CW + 1) threads are CW + 1 warpgroups:
-// - warpgroups c = 0 .. CW - 1 (the consumers) hold rows 64 c .. 64 c + 63 each; warp w
+// A tile is 128 weight rows x 128 NB tokens; K goes in stages of 64. The grid is persistent
+// (Stream-K): block b owns a contiguous run of the (tile, 128-k stage pair) iterations,
+// tiles one after another, so every SM gets the same number of stage pairs whatever the
+// tile count (a tile count just above a multiple of the SMs had left up to half of them
+// idle for a whole wave). Its 384 threads are three warpgroups:
+// - warpgroups 0 and 1 (the consumers) hold rows 64 c .. 64 c + 63 each; warp w (0..7)
 //   decodes band w (16 rows) of a stage into four k16 A fragments and issues
 //   wgmma.m64n128k16 per k16 step and 128-token half, A from registers, B (x) from
 //   shared memory. Stage st's MMAs run while the warp decodes stage st + 1 (two
 //   fragment sets; wgmma.wait_group 1), so the decode hides under the tensor cores.
-//   CW = 3 (NB = 1 only: registers) puts three decoding warps on each scheduler instead
-//   of two: a stage is one warp's decode-and-issue latency (~950 cycles at T = 128
-//   against 512 of MMA, docs/perf/prefill_h200.md "What bounds each miss"), and a third
-//   warp fills that latency with 50 % more rows per stage.
-// - warpgroup CW: one thread issues the copies — per stage one TMA box of x (64 k x 128 NB
+// - warpgroup 2: one thread issues the copies — per stage one TMA box of x (64 k x 128 NB
 //   tokens, 128-byte swizzle; out-of-bounds tokens and columns read as zero) and one box
-//   per weight plane (the stage's blocks of the tile's 4 CW bands, as stored:
-//   formats.md), all completing on the stage's mbarrier; a ring of S stages, each slot
-//   refilled once every consumer warpgroup has retired its MMAs. The ring runs on across
-//   the block's tiles, so the next tile's first stages load during a tile's epilogue.
+//   per weight plane (the stage's blocks of the tile's 8 bands, as stored: formats.md),
+//   all completing on the stage's mbarrier; a ring of S stages, each slot refilled once
+//   both consumer warpgroups have retired its MMAs. The ring runs on across the block's
+//   tiles, so the next tile's first stages load during a tile's epilogue.
 //
 // Why this shape (measured on the H200, docs/perf/prefill_h200.md): a separate decode
 // warpgroup writing a BF16 A tile to shared memory (dq_ws, not landed) spent ~89 KB of
@@ -36,6 +32,7 @@
 #include "common.cuh"
 
 constexpr int RS_BK = 64;                    // k per stage
+constexpr int RS_BM = 128;                   // weight rows per tile: 2 consumer warpgroups x m64
 constexpr int RS_BT = 128;                   // tokens per wgmma (m64n128k16) and per x box half
 constexpr int RS_X_HALF = RS_BT * RS_BK * 2;  // 16 KB: one 128-token half of an x stage
 constexpr int RS_ATOM = 1024;                // 8 swizzled 128-byte rows: the x tile's SBO
@@ -201,19 +198,19 @@ __device__ __forceinline__ uint4 lds128(u32 base, u32 off) {
 }
 
 // Stage fragments: the four k16 A fragments (a[ks][0..3]) of band `band` for the 64-k
-// stage whose blocks lie at `wst` (codes, then high bits, then scales, each BANDS bands; the
+// stage whose blocks lie at `wst` (codes, then high bits, then scales, each 8 bands; the
 // stage is half j of its 128-k storage stage). Per warp, wgmma's A layout is mma.m16n8k16's:
 // thread (gid, tig) holds rows gid (regs 0, 2) and gid + 8 (regs 1, 3), k 2 tig, 2 tig + 1
 // (regs 0, 1) and 2 tig + 8, 2 tig + 9 (regs 2, 3) of each k16 step. Offsets follow
 // formats.md's storage order. 4-bit codes: lane_codes = the shared address of the thread's
 // codes in slot 0 (band, gid), slot_off = the slot's offset.
-template <int QT, int BANDS>
+template <int QT>
 __device__ __forceinline__ void rs_frag(const u8* wst, u32 lane_codes, u32 slot_off, int band, int j, int gid,
                                         int tig, u32 a[4][4]) {
   using B = RsBand<QT>;
   const u8* cb = wst + band * B::CODES;
-  const u8* hb = wst + BANDS * B::CODES + band * B::QH;
-  const u8* sb = wst + BANDS * (B::CODES + B::QH) + band * B::SC;
+  const u8* hb = wst + 8 * B::CODES + band * B::QH;
+  const u8* sb = wst + 8 * (B::CODES + B::QH) + band * B::SC;
   if constexpr (QT == QT_BF16) {
     // Sub-block (2 i + h) of the half: rows gid + 8 i, k 8 h .. 8 h + 7 of step ks at
     // lane block (gid, ks); the pair 2 tig is its bytes 4 tig .. 4 tig + 3.
@@ -221,11 +218,12 @@ __device__ __forceinline__ void rs_frag(const u8* wst, u32 lane_codes, u32 slot_
     // Lane block (gid, ks) starts at byte 64 gid + 16 ks, so one load of step ks by the
     // whole warp put rows gid, gid + 2, gid + 4, gid + 6 on the same four banks: 4-way
     // conflicts, 64 shared-memory wavefronts per warp and stage where 16 carry the data
-    // (with x's reads by the MMAs, more than the stage's 512 cycles of MMA at NB = 1;
-    // ncu at c357c42: L1 79 % busy, MIO throttle). Load m of the warp instead reads step
-    // m ^ g (g = gid >> 1) in each thread: the four row pairs then hit four different
-    // bank groups. The fragments come back to their steps by two rounds of selects
-    // (swap by bit 1 of g, then bit 0): 32 selects per stage against 48 wavefronts saved.
+    // (ncu at c357c42, T = 128: L1 79 % busy, MIO throttle 2.49 per instruction). Load m
+    // of the warp instead reads step m ^ g in each thread (g = gid >> 1): the four rows of
+    // one parity then hit four different bank groups. The fragments go back to their
+    // steps by two rounds of selects (swap by bit 1 of g, then by bit 0): 32 selects per
+    // stage on an otherwise idle ALU, for 48 wavefronts. Measured on the H200 (BF16
+    // [14336,5120], T = 128): 56.7 us at 5be0201, 53.2 with this (tools/dq_rs_tiles.py).
     const int g = gid >> 1;
     const u8* p = cb + gid * 64 + 4 * tig;
     u32 t[4][4];
@@ -338,31 +336,19 @@ __device__ __forceinline__ void rs_frag(const u8* wst, u32 lane_codes, u32 slot_
   }
 }
 
-// The CW consumer warpgroups (128 CW threads) meet on named barrier 1.
-template <int CW>
-__device__ __forceinline__ void consumers_sync() {
-  asm volatile("bar.sync 1, %0;" ::"n"(128 * CW) : "memory");
-}
-
-// The tile's output through shared memory (cs: 128 tokens x BM rows BF16, its own region:
+// The tile's output through shared memory (cs: 128 tokens x 128 rows BF16, its own region:
 // the ring may already hold the block's next tile) in rows of 16 bytes: consumer
 // warpgroup c holds rows 64 c .. 64 c + 63 in wgmma's accumulator layout. A token's
-// 16-byte row chunks are XOR-swizzled by the token within each group of eight (chunk ^
-// token & 7; BM = 192 has 24 chunks): a warp's column writes (4 tokens x 8 rows: one
-// chunk per token, tokens 2 apart, rows BM x 2 bytes = a multiple of 128 apart) then land
-// on distinct banks with no padding, which BF16's NB = 2 ring leaves no room for; a
-// quarter-warp's reads of 8 chunks of a group are one 128-byte row. ct is the thread's
-// index among the consumers.
-template <int BM>
+// 16-byte row chunks are XOR-swizzled by the token (chunk ^ token & 15): a warp's column
+// writes (4 tokens x 8 rows) then land on distinct banks with no padding, which
+// BF16's NB = 2 ring leaves no room for. The consumers (256 threads) meet on named
+// barrier 1; ct is the thread's index among them.
 __device__ __forceinline__ int cs_at(int col, int r) {
-  const int ch = r >> 3;
-  return col * BM + (((ch & ~7) | ((ch ^ col) & 7)) << 3) + (r & 7);
+  return col * RS_BM + ((((r >> 3) ^ col) & 15) << 3) + (r & 7);
 }
-template <int CW>
 __device__ __forceinline__ void rs_store(const float acc[64], bf16_t* cs, int c, int ct, float tensor_scale,
                                          bf16_t* __restrict__ out, int N, int T, int n0, int t0) {
-  constexpr int BM = 64 * CW;
-  consumers_sync<CW>();
+  asm volatile("bar.sync 1, 256;" ::: "memory");
   // ct through an opaque move: the 64 staging addresses below are the same for every
   // tile, and NVVM otherwise hoists them out of the tile loop, where they spilled.
   asm volatile("mov.b32 %0, %0;" : "+r"(ct));
@@ -373,15 +359,15 @@ __device__ __forceinline__ void rs_store(const float acc[64], bf16_t* cs, int c,
     for (int e = 0; e < 4; ++e) {
       const int r = 64 * c + 16 * w4 + gid + (e >= 2 ? 8 : 0);
       const int col = 8 * j + 2 * tig + (e & 1);
-      cs[cs_at<BM>(col, r)] = f2bf(acc[4 * j + e] * tensor_scale);
+      cs[cs_at(col, r)] = f2bf(acc[4 * j + e] * tensor_scale);
     }
-  consumers_sync<CW>();
+  asm volatile("bar.sync 1, 256;" ::: "memory");
   const bool ovec = N % 8 == 0 && (reinterpret_cast<size_t>(out) & 15) == 0;
-  for (int idx = ct; idx < RS_BT * (BM / 8); idx += 128 * CW) {
-    const int col = idx / (BM / 8), r = 8 * (idx % (BM / 8));
+  for (int idx = ct; idx < RS_BT * (RS_BM / 8); idx += 256) {
+    const int col = idx / (RS_BM / 8), r = 8 * (idx % (RS_BM / 8));
     const int t = t0 + col, n = n0 + r;
     if (t >= T || n >= N) continue;
-    const bf16_t* src = cs + cs_at<BM>(col, r);
+    const bf16_t* src = cs + cs_at(col, r);
     bf16_t* dst = out + (size_t)t * N + n;
     if (ovec) {
       *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
@@ -415,11 +401,11 @@ constexpr int RS_UNROLL = 4;
 // unused; the copy thread and the consumers pass them with a bare arrive and wait, so
 // that each slot's barrier phases still count laps. (With a run-dependent slot, the
 // addresses took 20 % more instructions per stage.)
+constexpr int RS_CS = RS_BT * RS_BM * 2;  // the output staging tile, bytes
 
 // S: ring slots; NB: 128-token halves per tile (the decode of a stage then feeds 128 NB
-// tokens of MMAs); CW: consumer warpgroups (64 CW weight rows per tile). Dynamic shared
-// memory: 1 KB of alignment slack, [S][x stage: NB x 16 KB][S][W stage][cs: 16 CW KB]
-// [2 S mbarriers][a 16-byte word] (routes/dq_rs.py: shared_bytes).
+// tokens of MMAs). Dynamic shared memory: 1 KB of alignment slack, [S][x stage: NB x 16 KB]
+// [S][W stage][cs: 32 KB][2 S mbarriers][a 16-byte word] (routes/dq_rs.py: shared_bytes).
 //
 // Tiles are numbered row tile fastest (tiles_x of them per token tile; n_tiles in all),
 // so neighbouring blocks share x's token tile in L2; a block walks its run's tiles last
@@ -436,24 +422,22 @@ constexpr int RS_UNROLL = 4;
 // most of it, measured slow (docs/perf/prefill_h200.md, v5). The stage's rows past the
 // box keep stale values; each output row depends on its own x row only, and rows past T
 // are never stored.
-template <int QT, int S, int NB, int CW>
-__global__ void __launch_bounds__(128 * (CW + 1), 1)
+template <int QT, int S, int NB>
+__global__ void __launch_bounds__(384, 1)
     dq_rs(const __grid_constant__ RsTensorMap xmap, const __grid_constant__ RsTensorMap xtail,
           const __grid_constant__ RsTensorMap wcodes, const __grid_constant__ RsTensorMap whigh,
           const __grid_constant__ RsTensorMap wscale, float tensor_scale, int N, int kpad, bf16_t* __restrict__ out,
           int T, float4* __restrict__ part, u32* __restrict__ cnt, int tiles_x, int n_tiles, int tail_rows) {
   using B = RsBand<QT>;
-  constexpr int BM = 64 * CW, BANDS = BM / 16;  // weight rows (16-row bands) per tile
-  constexpr int WST = BANDS * (B::CODES + B::QH + B::SC), XT = NB * RS_X_HALF, CS = RS_BT * BM * 2;
-  static_assert(CW == 2 || (CW == 3 && NB == 1), "registers: see setmaxnreg below");
+  constexpr int WST = 8 * (B::CODES + B::QH + B::SC), XT = NB * RS_X_HALF;
   extern __shared__ __align__(16) u8 smem_raw[];
   // The 128-byte swizzle works on 1 KB atoms: the x stages start on a 1 KB boundary.
   u8* smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   u8* wr = smem + S * XT;  // [S][WST]; every part a multiple of 128 bytes (TMA's alignment)
   bf16_t* cs = reinterpret_cast<bf16_t*>(wr + S * WST);
-  const u32 xs0 = smem_u32(smem), wr0 = smem_u32(wr), bar0 = smem_u32(wr + S * WST + CS);
+  const u32 xs0 = smem_u32(smem), wr0 = smem_u32(wr), bar0 = smem_u32(wr + S * WST + RS_CS);
   auto full = [&](int s) { return bar0 + 8 * s; };        // the stage's copies landed
-  auto empty = [&](int s) { return bar0 + 8 * (S + s); };  // every consumer retired its MMAs
+  auto empty = [&](int s) { return bar0 + 8 * (S + s); };  // both consumers retired its MMAs
   const int tid = threadIdx.x, wg = tid / 128, b = blockIdx.x;
   static_assert(S == RS_UNROLL, "one loop body per ring lap");
   const int pairs = kpad / (2 * RS_BK);  // a pair is one 128-k storage stage
@@ -466,21 +450,19 @@ __global__ void __launch_bounds__(128 * (CW + 1), 1)
   if (tid == 0) {
     for (int s = 0; s < S; ++s) {
       mbar_init(full(s), 1);
-      mbar_init(empty(s), CW);
+      mbar_init(empty(s), 2);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
 
-  // Registers are allocated per warpgroup (ptxas gives a 384-thread block 168 each, a
-  // 512-thread one 128): the copy warpgroup hands its share to the consumers, whose NB x
-  // 64 accumulators and two fragment sets need more. Two consumer warpgroups: 24 x 128 +
-  // 240 x 256 <= 65536 (at 40 / 232 NB = 2 spilled in the loop once the persistent
-  // schedule's state was live across it). Three (NB = 1 only): 24 x 128 + 160 x 384.
-  constexpr int CONSUMER_REGS = CW == 2 ? 240 : 160;
-  if (wg == CW) {
+  // Registers are allocated per warpgroup (ptxas gives a 384-thread block 168 each): the
+  // copy warpgroup hands its share to the consumers, whose NB x 64 accumulators and two
+  // fragment sets need more (24 x 128 + 240 x 256 <= 65536; at 40 / 232 NB = 2 spilled
+  // in the loop once the persistent schedule's state was live across it).
+  if (wg == 2) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;" ::: "memory");
-    if (tid == 128 * CW) {
+    if (tid == 256) {
       const RsSched sc = sched();
       const long long it_begin = sc.start(b);
       const int last_ty = n_tiles / tiles_x - 1;
@@ -490,7 +472,7 @@ __global__ void __launch_bounds__(128 * (CW + 1), 1)
         const long long tile0 = (long long)tile * pairs;
         const int p0 = (int)(max(it_begin, tile0) - tile0), p1 = (int)(hi - tile0);
         hi = tile0 + p0;
-        const int ty = tile / tiles_x, n0 = (tile - ty * tiles_x) * BM, t0 = ty * RS_BT * NB;
+        const int ty = tile / tiles_x, n0 = (tile - ty * tiles_x) * RS_BM, t0 = ty * RS_BT * NB;
         const bool tail = tail_rows > 0 && ty == last_ty;
         const RsTensorMap* xm = tail ? &xtail : &xmap;
         // A box always delivers its whole size (zero fill included): a fixed byte count.
@@ -502,9 +484,8 @@ __global__ void __launch_bounds__(128 * (CW + 1), 1)
           mbar_expect_tx(full(s), xbytes + WST);
           tma_2d(xs0 + s * XT, xm, g * RS_BK, t0, full(s));
           tma_2d(dst, &wcodes, (sst * 2 * B::CODES + half * B::CODES) / 8, n0 / 16, full(s));
-          if constexpr (B::QH > 0) tma_2d(dst + BANDS * B::CODES, &whigh, sst * B::QH / 8, n0 / 16, full(s));
-          if constexpr (B::SC > 0)
-            tma_2d(dst + BANDS * (B::CODES + B::QH), &wscale, sst * B::SC / 8, n0 / 16, full(s));
+          if constexpr (B::QH > 0) tma_2d(dst + 8 * B::CODES, &whigh, sst * B::QH / 8, n0 / 16, full(s));
+          if constexpr (B::SC > 0) tma_2d(dst + 8 * (B::CODES + B::QH), &wscale, sst * B::SC / 8, n0 / 16, full(s));
         }
         for (int d = 2 * (p1 - p0); d % RS_UNROLL != 0; ++d, ++rc) {  // the lap's unused slots
           const int s = rc % S;
@@ -515,7 +496,7 @@ __global__ void __launch_bounds__(128 * (CW + 1), 1)
     }
     return;
   }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(CONSUMER_REGS) : "memory");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;" ::: "memory");
   const int c = wg, band = tid / 32, lane = tid % 32, gid = lane >> 2, tig = lane & 3;
   float acc[NB][64];
   auto fence_acc = [&] {
@@ -529,7 +510,7 @@ __global__ void __launch_bounds__(128 * (CW + 1), 1)
   // release that slot.
   auto step = [&](int s, int lap, int st, u32 (&a)[4][4]) {
     mbar_wait(full(s), lap & 1);
-    rs_frag<QT, BANDS>(wr + s * WST, lane_codes, s * WST, band, s & 1, gid, tig, a);  // a run starts on a lap
+    rs_frag<QT>(wr + s * WST, lane_codes, s * WST, band, s & 1, gid, tig, a);  // a run starts on a lap
     fence_acc();
     // The fence takes the fragments as operands, so their definitions stay before it.
     asm volatile("wgmma.fence.sync.aligned;"
@@ -548,7 +529,7 @@ __global__ void __launch_bounds__(128 * (CW + 1), 1)
     fence_acc();
     if (st >= 1 && tid % 128 == 0) mbar_arrive(empty((s + S - 1) % S));
   };
-  u32* flag = reinterpret_cast<u32*>(wr + S * WST + CS + 16 * S);
+  u32* flag = reinterpret_cast<u32*>(wr + S * WST + RS_CS + 16 * S);
   const RsSched sc = sched();
   const long long it_begin = sc.start(b);
   int lap = 0;  // ring laps begun, as the copy thread fills them
@@ -587,24 +568,23 @@ __global__ void __launch_bounds__(128 * (CW + 1), 1)
       // count may make it the last after all.
       const long long i0 = (long long)tile * pairs;
       const int fb = sc.owner(i0), nz = sc.owner(i0 + pairs - 1) - fb + 1, z = b - fb;
-      constexpr int CT = 128 * CW;  // consumer threads
-      auto slot = [&](int zz) { return part + (size_t)(2 * (fb + zz) + (zz == 0 ? 1 : 0)) * (16 * NB * CT) + tid; };
+      auto slot = [&](int zz) { return part + (size_t)(2 * (fb + zz) + (zz == 0 ? 1 : 0)) * (16 * NB * 256) + tid; };
       // Ordering as CUTLASS's stream-K barrier: the threads' partial stores, a barrier,
       // then one thread's release (the count); one thread's acquire, a barrier, then the
-      // reads, rather than a __threadfence (fence.sc.gpu) in each of the consumer threads.
-      consumers_sync<CW>();  // every thread has read the last flag
+      // reads, rather than a __threadfence (fence.sc.gpu) in each of the 256 threads.
+      asm volatile("bar.sync 1, 256;" ::: "memory");  // every thread has read the last flag
       if (tid == 0) *flag = ld_acquire(&cnt[tile]) == (u32)(nz - 1);
-      consumers_sync<CW>();
+      asm volatile("bar.sync 1, 256;" ::: "memory");
       if (!*flag) {
         float4* mine = slot(z);
 #pragma unroll
         for (int h = 0; h < NB; ++h)
 #pragma unroll
           for (int e = 0; e < 16; ++e)
-            mine[(16 * h + e) * CT] = make_float4(acc[h][4 * e], acc[h][4 * e + 1], acc[h][4 * e + 2], acc[h][4 * e + 3]);
-        consumers_sync<CW>();
+            mine[(16 * h + e) * 256] = make_float4(acc[h][4 * e], acc[h][4 * e + 1], acc[h][4 * e + 2], acc[h][4 * e + 3]);
+        asm volatile("bar.sync 1, 256;" ::: "memory");
         if (tid == 0) *flag = atom_add_acq_rel(&cnt[tile], 1u) == (u32)(nz - 1);
-        consumers_sync<CW>();
+        asm volatile("bar.sync 1, 256;" ::: "memory");
         if (!*flag) continue;
       }
       // The sum in block order, p_0 + p_1 + ... (bitwise the same whichever block adds:
@@ -619,11 +599,11 @@ __global__ void __launch_bounds__(128 * (CW + 1), 1)
         float4 w[CH];
         if (z > 0) {
 #pragma unroll
-          for (int e = 0; e < CH; ++e) w[e] = __ldcg(slot(0) + (c0 + e) * CT);
+          for (int e = 0; e < CH; ++e) w[e] = __ldcg(slot(0) + (c0 + e) * 256);
           for (int zz = 1; zz < z; ++zz) {  // (rare: a middle block finishing last)
             float4 v[CH];
 #pragma unroll
-            for (int e = 0; e < CH; ++e) v[e] = __ldcg(slot(zz) + (c0 + e) * CT);
+            for (int e = 0; e < CH; ++e) v[e] = __ldcg(slot(zz) + (c0 + e) * 256);
 #pragma unroll
             for (int e = 0; e < CH; ++e) w[e].x += v[e].x, w[e].y += v[e].y, w[e].z += v[e].z, w[e].w += v[e].w;
           }
@@ -634,17 +614,17 @@ __global__ void __launch_bounds__(128 * (CW + 1), 1)
         }
         for (int zz = z + 1; zz < nz; ++zz) {
 #pragma unroll
-          for (int e = 0; e < CH; ++e) w[e] = __ldcg(slot(zz) + (c0 + e) * CT);
+          for (int e = 0; e < CH; ++e) w[e] = __ldcg(slot(zz) + (c0 + e) * 256);
 #pragma unroll
           for (int e = 0; e < CH; ++e) a[4 * e] += w[e].x, a[4 * e + 1] += w[e].y, a[4 * e + 2] += w[e].z, a[4 * e + 3] += w[e].w;
         }
       }
     }
-    const int ty = tile / tiles_x, n0 = (tile - ty * tiles_x) * BM, t0 = ty * RS_BT * NB;
+    const int ty = tile / tiles_x, n0 = (tile - ty * tiles_x) * RS_BM, t0 = ty * RS_BT * NB;
 #pragma unroll
     for (int h = 0; h < NB; ++h) {
       // (rs_store opens with the consumers' barrier: the last half's reads of cs are done.)
-      rs_store<CW>(acc[h], cs, c, tid, QT == QT_NVFP4 ? tensor_scale * NVFP4_DOWN : tensor_scale, out, N, T, n0,
+      rs_store(acc[h], cs, c, tid, QT == QT_NVFP4 ? tensor_scale * NVFP4_DOWN : tensor_scale, out, N, T, n0,
                t0 + RS_BT * h);
     }
   }

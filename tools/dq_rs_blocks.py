@@ -28,7 +28,7 @@ def main() -> int:
         n, k = (int(v) for v in shape.split("x"))
         for t in (int(v) for v in args.ts.split(",")):
             p = Problem(QType(args.qtype), Policy.A16, n, k, t, 90)
-            whole = dq_rs.tiles(p, dq_rs.choose_tile(p))
+            whole = dq_rs.tiles(p, dq_rs.choose_nb(p))
             for label, force in (("persistent", None), (f"{whole} whole tiles", whole)):
                 dq_rs.BLOCKS_FORCE = force
                 print(f"== {args.qtype} [{n},{k}] T={t}: {label}", flush=True)

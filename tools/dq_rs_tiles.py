@@ -1,15 +1,15 @@
-"""dq_rs's tiles side by side, against the route the sm_90 table picks (docs/perf/prefill_h200.md).
+"""dq_rs's token tiles at any T, against the route the sm_90 table picks (docs/perf/prefill_h200.md).
 
 For each format, shape and T the public ``linear()`` call is timed under the cold timer
 of ``ninfer-bench`` (graph replay, 256 MiB flush) once under the real route table (the
-reference: whatever route it picks, named in the output) and once per dq_rs tile
-(``routes/dq_rs.py::TILES``, forced through NB_FORCE / CW_FORCE with dq_rs serving every
-T). Every dq_rs output is checked against the reference's: both round each weight once
-to BF16 and accumulate in FP32, so a difference above one BF16 step of the output's
-largest value is a defect and fails the run.
+reference: whatever route it picks, named in the output) and once per dq_rs token tile
+(128 NB tokens, forced through NB_FORCE, with dq_rs serving every T). Every dq_rs
+output is checked against the reference's: both round each weight once to BF16 and
+accumulate in FP32, so a difference above one BF16 step of the output's largest value
+is a defect and fails the run.
 
     python tools/dq_rs_tiles.py [--qtypes q4,bf16] [--shapes 14336x5120] [--ts 48,128]
-        [--tiles 1x2,1x3] [--json out.json]
+        [--nbs 1,2] [--json out.json]
 """
 
 from __future__ import annotations
@@ -37,14 +37,14 @@ def main() -> int:
     ap.add_argument("--qtypes", default=",".join(q.value for q in QType))
     ap.add_argument("--ts", default="33,48,64,65,96,128")
     ap.add_argument("--shapes", default="", help="NxK,... (default: the suites' shapes)")
-    ap.add_argument("--tiles", default="1x2,1x3", help="NBxCW,...")
+    ap.add_argument("--nbs", default="1", help="token tiles to time: NB,...")
     ap.add_argument("--json")
     ap.add_argument("--repeat", type=int, default=10)
     args = ap.parse_args()
     shapes = (
         [tuple(map(int, s.split("x"))) for s in args.shapes.split(",")] if args.shapes else SHAPES
     )
-    variants = [dq_rs.Tile(*map(int, v.split("x"))) for v in args.tiles.split(",")]
+    variants = [int(v) for v in args.nbs.split(",")]
     rs_tables: dict[int, tuple[Route, ...]] = {
         cc: (Route("dq_rs", 1, None),) for cc in table.ROUTE_TABLES
     }
@@ -52,7 +52,7 @@ def main() -> int:
     env = environment(0)
     timer = ColdTimer(3, args.repeat, 256, "graph")
     rows, bad = [], []
-    names = [f"rs_{v.nb}x{v.cw}" for v in variants]
+    names = [f"rs_nb{v}" for v in variants]
     print("qtype N K T ref_route ref_us " + " ".join(f"{n}_us {n}/ref" for n in names))
     for q in (QType(s) for s in args.qtypes.split(",")):
         for n, k in shapes:
@@ -67,14 +67,14 @@ def main() -> int:
                 step = 2.0 ** (np.floor(np.log2(np.max(np.abs(ref)) or 1.0)) - 7)
                 diffs = {}
                 for v, name in zip(variants, names, strict=True):
-                    dq_rs.NB_FORCE, dq_rs.CW_FORCE = v.nb, v.cw
+                    dq_rs.NB_FORCE = v
                     w.dispatch_cache.clear()  # plans hold their tile
                     try:
                         out = cp.empty((t, n), dtype=x.dtype)
                         us[name] = time_under(rs_tables, timer, x, w, out)
                         timer.stream.synchronize()
                     finally:
-                        dq_rs.NB_FORCE = dq_rs.CW_FORCE = None
+                        dq_rs.NB_FORCE = None
                         w.dispatch_cache.clear()
                     got = (out.view(cp.uint16).get().astype(np.uint32) << 16).view(np.float32)
                     d = (

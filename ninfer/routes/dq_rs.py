@@ -1,6 +1,6 @@
 """Launcher of kernels/dq_rs.cu: the sm_90a prefill route (wgmma, A decoded into registers).
 
-One kernel per call: tiles of 64 CW weight rows x 128 NB tokens on a persistent grid, the
+One kernel per call: tiles of 128 weight rows x 128 NB tokens on a persistent grid, the
 weight planes and x copied by TMA (tensor maps encoded here through libcuda), the weight
 decoded by the warps that multiply it. Numerics are dq_gemm's (docs/routes.md, "dq_rs").
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 import ctypes
 import sys
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 from ..formats.packed import PackedWeight
@@ -29,32 +28,8 @@ NVRTC_OPTIONS: tuple[str, ...] = ("-arch=sm_90a",)
 ARCHS: tuple[str, ...] = ("sm_90a",)
 
 STAGES = 4  # S: ring slots of (x stage, weight stage), kernels/dq_rs.cu
-
-
-@dataclass(frozen=True)
-class Tile:
-    """A kernel instance's tile: NB 128-token halves, CW consumer warpgroups of 64 rows."""
-
-    nb: int
-    cw: int
-
-    @property
-    def rows(self) -> int:  # weight rows per tile (BM)
-        return 64 * self.cw
-
-    @property
-    def tokens(self) -> int:
-        return 128 * self.nb
-
-    @property
-    def threads(self) -> int:  # the consumers + the copy warpgroup
-        return 128 * (self.cw + 1)
-
-    @property
-    def bands(self) -> int:  # 16-row bands per tile: the weight boxes' height
-        return self.rows // 16
-
-
+THREADS = 384  # two consumer warpgroups + the copy warpgroup
+ROWS = 128  # RS_BM: weight rows per tile
 # Tokens per tile: 128 (NB = 1) or 256 (NB = 2: half the decode per MMA). A 256-token
 # tile costs about 1.4 times a 128-token one (measured on the H200, Q4 [14336,5120]:
 # T = 128 52.5 vs 73.8 us, one wave each; docs/perf/prefill_h200/fused/ws_logs/rs_nb2.log),
@@ -63,10 +38,6 @@ class Tile:
 NB2_FROM = 129
 T_EDGES = (NB2_FROM - 1,)
 NB_FORCE: int | None = None  # tests: run one tile size on every shape
-# Consumer warpgroups at NB = 1: three (192-row tiles) put three decoding warps on each
-# scheduler (kernels/dq_rs.cu); NB = 2's accumulators leave registers for two only.
-CW_NB1 = 3
-CW_FORCE: int | None = None  # tests and tools: 2 or 3 at NB = 1
 # The persistent grid (Stream-K; kernels/dq_rs.cu): at most one block per SM, up to
 # BLOCKS_MAX (the partial slots in the workspace: two per block). Every block takes the
 # same number of stage pairs (at least MIN_PAIRS: a run shorter than the ring's fill is
@@ -100,12 +71,11 @@ BAND: dict[QType, tuple[int, int, int]] = {
 # dq_gemm's numerics: the oracle rounds these formats' weights once to BF16 as well.
 ROUNDS_WEIGHT: frozenset[QType] = frozenset({QType.Q4, QType.Q5, QType.Q6, QType.W8})
 
-TILES = (Tile(1, 2), Tile(1, 3), Tile(2, 2))
 INSTANCES: tuple[str, ...] = tuple(
-    f"dq_rs<{q}, {STAGES}, {t.nb}, {t.cw}>" for q in sorted(QTYPE_ID.values()) for t in TILES
+    f"dq_rs<{q}, {STAGES}, {nb}>" for q in sorted(QTYPE_ID.values()) for nb in (1, 2)
 )
 TUNING = (
-    f"stages={STAGES} nb2_from={NB2_FROM} cw_nb1={CW_NB1} blocks_max={BLOCKS_MAX} "
+    f"stages={STAGES} nb2_from={NB2_FROM} rows={ROWS} blocks_max={BLOCKS_MAX} "
     f"dp_fill={DP_FILL} dp_fill_short={DP_FILL_SHORT} sk_long={SK_LONG} "
     f"min_pairs={MIN_PAIRS} persistent"
 )
@@ -117,27 +87,25 @@ _L2_PROMO_128B = 2
 _MAP = ctypes.c_uint64 * 16  # CUtensorMap: 128 opaque bytes
 
 
-def choose_tile(p: Problem) -> Tile:
-    """128-token tiles of 192 (or 128) rows, or 256-token tiles of 128 rows."""
-    nb = NB_FORCE if NB_FORCE is not None else 1 if p.t < NB2_FROM else 2
-    if nb == 2:
-        return Tile(2, 2)
-    return Tile(1, CW_FORCE if CW_FORCE is not None else CW_NB1)
+def choose_nb(p: Problem) -> int:
+    """128-token (1) or 256-token (2) tiles."""
+    if NB_FORCE is not None:
+        return NB_FORCE
+    return 1 if p.t < NB2_FROM else 2
 
 
 def instance(p: Problem) -> str:
-    t = choose_tile(p)
-    return f"dq_rs<{QTYPE_ID[p.qtype]}, {STAGES}, {t.nb}, {t.cw}>"
+    return f"dq_rs<{QTYPE_ID[p.qtype]}, {STAGES}, {choose_nb(p)}>"
 
 
-def tiles(p: Problem, tile: Tile) -> int:
-    return -(-p.n // tile.rows) * -(-p.t // tile.tokens)
+def tiles(p: Problem, nb: int) -> int:
+    return -(-p.n // ROWS) * -(-p.t // (128 * nb))
 
 
-def blocks(p: Problem, tile: Tile, sms: int, kpad: int) -> int:
+def blocks(p: Problem, nb: int, sms: int, kpad: int) -> int:
     """Persistent blocks for ``sms`` multiprocessors: at most BLOCKS_MAX, and at most one
     per run unit (``sched_unit`` pairs) of the whole problem, so every block has a run."""
-    n_tiles = tiles(p, tile)
+    n_tiles = tiles(p, nb)
     pairs = n_tiles * (kpad // 128)  # a multiple of sched_unit(kpad)
     if BLOCKS_FORCE is not None:
         return max(1, min(BLOCKS_FORCE, BLOCKS_MAX, pairs // sched_unit(kpad)))
@@ -187,17 +155,12 @@ def _x_copy_bytes(p: Problem) -> int:
 
 
 def _counter_bytes(p: Problem) -> int:
-    return -(-(4 * tiles(p, choose_tile(p))) // 256) * 256
-
-
-def partial_bytes(tile: Tile) -> int:
-    """One FP32 partial tile: [16 NB float4][128 CW consumer threads]."""
-    return 16 * tile.nb * 128 * tile.cw * 16
+    return -(-(4 * tiles(p, choose_nb(p))) // 256) * 256
 
 
 def _split_bytes(p: Problem) -> int:
-    """Tile counters, then FP32 partials: two per block."""
-    return _counter_bytes(p) + 2 * BLOCKS_MAX * partial_bytes(choose_tile(p))
+    """Tile counters, then FP32 partials: [2 per block][16 NB float4][256 threads]."""
+    return _counter_bytes(p) + 2 * BLOCKS_MAX * 16 * choose_nb(p) * 256 * 16
 
 
 def workspace_bytes(p: Problem) -> int:
@@ -206,10 +169,10 @@ def workspace_bytes(p: Problem) -> int:
     return _x_copy_bytes(p) + _split_bytes(p)
 
 
-def shared_bytes(p: Problem, tile: Tile) -> int:
+def shared_bytes(p: Problem, nb: int) -> int:
     codes, high, scales = BAND[p.qtype]
-    stage = tile.tokens * 64 * 2 + tile.bands * (codes + high + scales)
-    return 1024 + STAGES * stage + 128 * tile.rows * 2 + 16 * STAGES + 16
+    stage = nb * 128 * 64 * 2 + 8 * (codes + high + scales)
+    return 1024 + STAGES * stage + 128 * ROWS * 2 + 16 * STAGES + 16
 
 
 class _Params(ctypes.Structure):
@@ -289,9 +252,9 @@ def _drv() -> _Driver:
     return _driver
 
 
-def plane_map(plane: Any, box_bytes: int, box_bands: int) -> Any:
+def plane_map(plane: Any, box_bytes: int) -> Any:
     """A weight plane as [bands][band bytes / 8] 8-byte words; a box is one stage's block of
-    a tile's bands (bands past the plane read zero)."""
+    8 bands (bands past the plane read zero)."""
     if plane is None or box_bytes == 0:
         return _MAP()
     bands = int(plane.shape[0]) // 16
@@ -301,7 +264,7 @@ def plane_map(plane: Any, box_bytes: int, box_bands: int) -> Any:
         _DT_UINT64,
         (pitch // 8, bands),
         pitch,
-        (box_bytes // 8, box_bands),
+        (box_bytes // 8, 8),
         _SWIZZLE_NONE,
     )
 
@@ -325,10 +288,10 @@ class RsPlan:
         assert dev is not None
         with cupy.cuda.Device(dev):
             sms = int(cupy.cuda.Device(dev).attributes["MultiProcessorCount"])
-            self.tile = tile = choose_tile(p)
-            self.n_tiles = tiles(p, tile)
+            self.nb = choose_nb(p)
+            self.n_tiles = tiles(p, self.nb)
             fn = _kernel(dev, sys.modules[__name__], instance(p))
-            self.shared = shared_bytes(p, tile)
+            self.shared = shared_bytes(p, self.nb)
             if fn.max_dynamic_shared_size_bytes < self.shared:
                 fn.max_dynamic_shared_size_bytes = self.shared
             self.func = int(fn.kernel.ptr)
@@ -337,9 +300,9 @@ class RsPlan:
         self.params = _Params(
             _MAP(),
             _MAP(),
-            plane_map(w.codes, codes, tile.bands),
-            plane_map(pl.get("qh"), high, tile.bands),
-            plane_map(pl.get("scales"), scales, tile.bands),
+            plane_map(w.codes, codes),
+            plane_map(pl.get("qh"), high),
+            plane_map(pl.get("scales"), scales),
             w.tensor_scale if p.qtype is QType.NVFP4 else 1.0,
             p.n,
             w.k_pad,
@@ -347,13 +310,13 @@ class RsPlan:
             p.t,
             0,
             0,
-            -(-p.n // tile.rows),
+            -(-p.n // ROWS),
             self.n_tiles,
             0,
         )
         self.argv = arg_pointers(self.params)
         self.argv_ptr = ctypes.addressof(self.argv)
-        self.blocks = blocks(p, tile, sms, w.k_pad)
+        self.blocks = blocks(p, self.nb, sms, w.k_pad)
         # Runs that all start on a tile (whole tiles per block, no partials): the
         # counters go unused.
         starts = run_starts(self.n_tiles, w.k_pad, self.blocks)
@@ -362,7 +325,7 @@ class RsPlan:
         self.counter_bytes = _counter_bytes(p)
         self.device = dev
         self.t, self.k = p.t, p.k
-        self.box_t = tile.tokens
+        self.box_t = 128 * self.nb
         self.tail_rows = tail_rows(p.t, self.box_t)
         self.params.tail_rows = self.tail_rows
         self.x_maps: dict[tuple[int, int], tuple[Any, Any]] = {}
@@ -412,8 +375,9 @@ class RsPlan:
                 prm.cnt = ws_ptr + self.x_copy
                 prm.part = prm.cnt + self.counter_bytes
                 runtime.memsetAsync(prm.cnt, 0, 4 * self.n_tiles, stream)
-            grid, block = (self.blocks, 1, 1), (self.tile.threads, 1, 1)
-            driver.launchKernel(self.func, *grid, *block, self.shared, stream, self.argv_ptr, 0)
+            driver.launchKernel(
+                self.func, self.blocks, 1, 1, THREADS, 1, 1, self.shared, stream, self.argv_ptr, 0
+            )
 
 
 def make_plan(p: Problem, w: PackedWeight) -> Any:

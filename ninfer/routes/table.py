@@ -120,6 +120,20 @@ class _Box(TypedDict, total=False):
     k_max: int
 
 
+def _outside(r: Route, lo: int) -> list[_Box]:
+    """r's N range (r has no K bound) minus the box N >= lo, K >= lo: N < lo, any K; and
+    N >= lo with K < lo."""
+    boxes = []
+    if r.n_min < lo:
+        boxes.append(_Box(n_min=r.n_min, n_max=lo - 1 if r.n_max is None else min(r.n_max, lo - 1)))
+    if r.n_max is None or r.n_max >= lo:
+        box = _Box(n_min=max(r.n_min, lo), k_max=lo - 1)
+        if r.n_max is not None:
+            box["n_max"] = r.n_max
+        boxes.append(box)
+    return boxes
+
+
 _BIG_N = _Box(n_min=_RS_N)  # N >= 14336
 _BIG_K = _Box(n_min=_RS_MID, n_max=_RS_N - 1, k_min=_RS_BIG_K)  # 4608 <= N < 14336, K >= 10240
 _MID = _Box(n_min=_RS_MID, n_max=_RS_N - 1, k_min=_RS_MID, k_max=_RS_BIG_K - 1)
@@ -148,16 +162,59 @@ _SM90_PREFILL = (
     # N < 4608
     Route("dq_gemm", 65, None, n_max=_RS_MID - 1, note=_DQ),
 )
+# T = 33 ... 64 (docs/perf/prefill_h200/dq_rs_tiles_<commit>.json: dq_rs at NB = 1 timed
+# against the table's route on the suites' 13 shapes, every format, T = 33 / 48 / 64):
+# on every weight with N >= 4608 and K >= 4608 dq_rs takes 0.35-0.77 of the time of
+# dec_q (N > 8192) or dq_gemm (N <= 8192); its time is flat in T (one 128-token tile).
+# On the smaller weights it loses (1.01-1.71: a call costs it at least ~15 us), and
+# big-N weights with K < 4608 (the K = 2048 heads) were not measured there: both keep
+# the routes before it (dq_gemm for N <= 8192, BF16 5120; dec_q above).
+_EARLY_RS_T = 33
+_EARLY_RS = _Box(n_min=_RS_MID, k_min=_RS_MID)  # N >= 4608 and K >= 4608
+_SM90_EARLY_RS = (
+    Route("dq_rs", _EARLY_RS_T, dec_q.T_MAX, **_EARLY_RS, note=_RS),
+    # the rest: N < 4608, or K < 4608
+    *(
+        Route(r.name, r.t_min, r.t_max, r.qtypes, **box, note=r.note)
+        for r in (
+            Route(
+                "dq_gemm",
+                33,
+                dec_q.T_MAX,
+                _DQ_EARLY,
+                n_max=_N_SPLIT,
+                note="small N: decode + cuBLAS",
+            ),
+            Route(
+                "dec_q",
+                33,
+                dec_q.T_MAX,
+                _DQ_EARLY,
+                n_min=_N_SPLIT + 1,
+                note="large N: wide-token tile",
+            ),
+            Route(
+                "dq_gemm",
+                33,
+                dec_q.T_MAX,
+                _BF16,
+                n_max=_BF16_N,
+                note="BF16, N <= 5120: decode + GEMM",
+            ),
+            Route(
+                "dec_q", 33, dec_q.T_MAX, _BF16, n_min=_BF16_N + 1, note="BF16, larger N: wide tile"
+            ),
+        )
+        for box in _outside(r, _RS_MID)
+    ),
+)
 _SM90 = (
     Route("dec_q", 1, 16, note="tensor-core GEMV: W decoded from global into A fragments"),
     Route("dq_gemm", 17, 32, _W8, n_max=_W8_N, note="W8, N <= 6144: decode + cuBLAS"),
     Route("dec_q", 17, 32, _W8, n_min=_W8_N + 1, note="W8, large N"),
     Route("dq_gemm", 17, 32, ALL_QTYPES - _W8, n_max=_SMALL_N, note="N <= 3456: decode + cuBLAS"),
     Route("dec_q", 17, 32, ALL_QTYPES - _W8, n_min=_SMALL_N + 1, note="larger N"),
-    Route("dq_gemm", 33, dec_q.T_MAX, _DQ_EARLY, n_max=_N_SPLIT, note="small N: decode + cuBLAS"),
-    Route("dec_q", 33, dec_q.T_MAX, _DQ_EARLY, n_min=_N_SPLIT + 1, note="large N: wide-token tile"),
-    Route("dq_gemm", 33, dec_q.T_MAX, _BF16, n_max=_BF16_N, note="BF16, N <= 5120: decode + GEMM"),
-    Route("dec_q", 33, dec_q.T_MAX, _BF16, n_min=_BF16_N + 1, note="BF16, larger N: wide tile"),
+    *_SM90_EARLY_RS,
     *_SM90_PREFILL,
 )
 

@@ -24,10 +24,10 @@ def _owner(i: int, units: int, n_blocks: int, unit: int) -> int:
 @pytest.mark.parametrize(("n", "k"), SHAPES, ids=str)
 def test_runs_cover_every_pair_once_and_owners_agree(n: int, k: int, t: int, sms: int) -> None:
     p = Problem(QType.Q4, Policy.A16, n, k, t, 90)
-    tile = dq_rs.choose_tile(p)
+    nb = dq_rs.choose_nb(p)
     kpad = -(-k // 128) * 128
-    pairs, n_tiles = kpad // 128, dq_rs.tiles(p, tile)
-    g = dq_rs.blocks(p, tile, sms, kpad)
+    pairs, n_tiles = kpad // 128, dq_rs.tiles(p, nb)
+    g = dq_rs.blocks(p, nb, sms, kpad)
     unit = dq_rs.sched_unit(kpad)
     units = n_tiles * pairs // unit
     assert 1 <= g <= min(sms, dq_rs.BLOCKS_MAX, units)
@@ -41,23 +41,20 @@ def test_runs_cover_every_pair_once_and_owners_agree(n: int, k: int, t: int, sms
             assert _owner(i, units, g, unit) == bisect.bisect_right(starts, i) - 1
 
 
-@pytest.mark.parametrize(("n", "k", "t"), [(14336, 5120, 256), (16384, 5120, 1024)])
+@pytest.mark.parametrize(("n", "k", "t"), [(14336, 5120, 128), (16384, 5120, 1024)])
 def test_whole_tile_grid_cuts_no_tile(n: int, k: int, t: int) -> None:
     # Shapes whose tiles fill the SMs well take whole tiles per block: no partials, no
     # counters (and the block count divides the tiles).
     p = Problem(QType.Q4, Policy.A16, n, k, t, 90)
-    tile = dq_rs.choose_tile(p)
+    nb = dq_rs.choose_nb(p)
     kpad = -(-k // 128) * 128
-    n_tiles = dq_rs.tiles(p, tile)
-    g = dq_rs.blocks(p, tile, 132, kpad)
+    n_tiles = dq_rs.tiles(p, nb)
+    g = dq_rs.blocks(p, nb, 132, kpad)
     assert n_tiles % g == 0
     assert all(s % (kpad // 128) == 0 for s in dq_rs.run_starts(n_tiles, kpad, g))
 
 
-@pytest.mark.parametrize("t", [128, 256])
-def test_workspace_holds_two_partials_per_block(t: int) -> None:
-    # A partial is a float4 per consumer thread (128 CW) and 16-float group (4 NB).
-    p = Problem(QType.Q4, Policy.A16, 6144, 5120, t, 90)
-    tile = dq_rs.choose_tile(p)
-    part = 2 * dq_rs.BLOCKS_MAX * 16 * tile.nb * 128 * tile.cw * 16
-    assert dq_rs.workspace_bytes(p) >= part + 4 * dq_rs.tiles(p, tile)
+def test_workspace_holds_two_partials_per_block() -> None:
+    p = Problem(QType.Q4, Policy.A16, 6144, 5120, 256, 90)
+    part = 2 * dq_rs.BLOCKS_MAX * 16 * dq_rs.choose_nb(p) * 256 * 16
+    assert dq_rs.workspace_bytes(p) >= part + 4 * dq_rs.tiles(p, dq_rs.choose_nb(p))

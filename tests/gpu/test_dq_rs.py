@@ -1,7 +1,6 @@
 """Conformance of the dq_rs route (kernels/dq_rs.cu, sm_90a) through the public op: every
 format, the conformance shapes, the T it owns (the oracle rounds the weights the route
-rounds: cases.oracle_weight), every tile (dq_rs.TILES), and x that TMA cannot read in
-place."""
+rounds: cases.oracle_weight), both token tiles, and x that TMA cannot read in place."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ import pytest
 from ninfer import Policy, QType, pack
 from ninfer.ops import linear
 from ninfer.routes import Problem, dq_rs, select, table
-from ninfer.routes.dq_rs import TILES, Tile
 from ninfer.routes.table import Route
 
 from .cases import (
@@ -36,21 +34,16 @@ def test_dq_rs(qtype: QType, n: int, k: int, t: int) -> None:
     run_case("dq_rs", qtype, n, k, t)
 
 
-def _force_tile(monkeypatch: pytest.MonkeyPatch, tile: Tile | None) -> None:
-    """Run ``tile`` whatever T (None: the host's choice)."""
-    monkeypatch.setattr(dq_rs, "NB_FORCE", tile and tile.nb)
-    monkeypatch.setattr(dq_rs, "CW_FORCE", tile and tile.cw)
-
-
-@pytest.mark.parametrize("tile", TILES, ids=str)
+@pytest.mark.parametrize("nb", [1, 2])
 @pytest.mark.parametrize("t", [65, 200])
 @pytest.mark.parametrize("qtype", QTYPES, ids=lambda q: q.name)
-def test_dq_rs_each_tile(qtype: QType, t: int, tile: Tile, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every tile on one shape whatever T picks: 128 tokens (T = 200: two tiles, the last
-    partial) of 128 or 192 rows (14352 = 74.75 x 192: the last row tile partial), and 256
-    tokens (T = 65: one tile, mostly past T)."""
+def test_dq_rs_each_token_tile(
+    qtype: QType, t: int, nb: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both tiles on one shape whatever the wave rule picks: 128 tokens (T = 200: two
+    tiles, the last partial) and 256 (T = 65: one tile, mostly past T)."""
     n, k = 14352, 640
-    _force_tile(monkeypatch, tile)
+    monkeypatch.setattr(dq_rs, "NB_FORCE", nb)
     w, _ = packed_case(qtype, n, k, seed_for("w", qtype.name, n, k))
     w.dispatch_cache.clear()  # plans hold their tile: none built before the patch
     try:
@@ -140,28 +133,25 @@ def _all_dq_rs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(table, "ROUTE_TABLES", tables)
 
 
-# (N, K, blocks, tile): the persistent grid's runs cut tiles in every way it can. Tile
-# counts are the 128-row tiles'; at T = 65 the host's tile has 192 rows (1152: 6 row tiles).
+# (N, K, blocks, NB): the persistent grid's runs cut tiles in every way it can.
 SPLITS = [
     # the host's choice: 9 tiles x 34 pairs over 76 blocks, runs of ~4 pairs, up to 9
     # blocks per tile
     (1152, 4304, None, None),
     # 7 blocks: runs over several tiles, a partial first and last tile, whole ones between
     (1152, 4304, 7, None),
-    (1152, 4304, 7, Tile(1, 2)),
     # 9 pairs per tile (odd: runs start on any pair, the unused ring slots are passed),
     # 256-token tiles
-    (1152, 1152, 5, Tile(2, 2)),
+    (1152, 1152, 5, 2),
     # one block through all 9 tiles: the ring runs on across tiles, nothing split
     (1152, 1152, 1, None),
     # 113 row tiles (226 at T = 200) x 5 pairs over 50 blocks: runs of 11-12 pairs over
-    # 3-4 tiles (22-23 over 5-6); with 192 rows, 75 (150) row tiles
-    (14352, 640, 50, Tile(1, 2)),
-    (14352, 640, 50, Tile(1, 3)),
+    # 3-4 tiles (22-23 over 5-6)
+    (14352, 640, 50, 1),
 ]
 
 
-@pytest.mark.parametrize(("n", "k", "blocks", "tile"), SPLITS, ids=lambda v: str(v))
+@pytest.mark.parametrize(("n", "k", "blocks", "nb"), SPLITS, ids=lambda v: str(v))
 @pytest.mark.parametrize("t", [65, 200])
 @pytest.mark.parametrize("qtype", QTYPES, ids=lambda q: q.name)
 def test_dq_rs_persistent_runs(
@@ -170,14 +160,14 @@ def test_dq_rs_persistent_runs(
     n: int,
     k: int,
     blocks: int | None,
-    tile: Tile | None,
+    nb: int | None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Tiles shared by several blocks (the partials summed by the last to finish) and
-    blocks that take several tiles, with even and odd pairs per tile and every tile."""
+    blocks that take several tiles, with even and odd pairs per tile and both tiles."""
     _all_dq_rs(monkeypatch)
     monkeypatch.setattr(dq_rs, "BLOCKS_FORCE", blocks)
-    _force_tile(monkeypatch, tile)
+    monkeypatch.setattr(dq_rs, "NB_FORCE", nb)
     w, _ = packed_case(qtype, n, k, seed_for("w", qtype.name, n, k))
     w.dispatch_cache.clear()
     try:
@@ -211,7 +201,6 @@ def test_dq_rs_split_tiles_are_bitwise_repeatable(monkeypatch: pytest.MonkeyPatc
         w.dispatch_cache.clear()
 
 
-@pytest.mark.parametrize("tile", [None, Tile(1, 3)], ids=["host_tile", "Tile(1,3)"])
 @pytest.mark.parametrize(
     ("n", "k", "t", "blocks"),
     [(14352, 640, 640, None), (1152, 4304, 256, 13)],
@@ -219,13 +208,7 @@ def test_dq_rs_split_tiles_are_bitwise_repeatable(monkeypatch: pytest.MonkeyPatc
 )
 @pytest.mark.parametrize("qtype", QTYPES, ids=lambda q: q.name)
 def test_dq_rs_decodes_each_weight_exactly(
-    qtype: QType,
-    n: int,
-    k: int,
-    t: int,
-    blocks: int | None,
-    tile: Tile | None,
-    monkeypatch: pytest.MonkeyPatch,
+    qtype: QType, n: int, k: int, t: int, blocks: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The decode bit for bit. x is one-hot on purpose (token i is 1.0 at column k_i, 0
     elsewhere): out[i, n] is then W[n, k_i] times 1, a sum of one exact product, so it
@@ -233,13 +216,11 @@ def test_dq_rs_decodes_each_weight_exactly(
     FP32 step is exact for every format but NVFP4, whose tensor scale the kernel applies
     in FP32), while a tolerance test would let a one-step decode error through. On
     [14352,640] x is the identity (every weight of the matrix); on [1152,4304] 256 random
-    columns, each tile's sum split over blocks (13 blocks, runs of ~24 pairs). Each in the
-    host's tile (256 tokens at these T) and in 192-row tiles. Zeros compare equal whatever
-    their sign."""
+    columns, each tile's sum split over blocks (13 blocks, runs of ~24 pairs). Zeros
+    compare equal whatever their sign."""
 
     _all_dq_rs(monkeypatch)
     monkeypatch.setattr(dq_rs, "BLOCKS_FORCE", blocks)
-    _force_tile(monkeypatch, tile)
     w, w64 = packed_case(qtype, n, k, seed_for("w", qtype.name, n, k))
     w.dispatch_cache.clear()
     try:
