@@ -7,7 +7,7 @@ these tables; nothing else encodes a route boundary.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import TypedDict
 
@@ -120,18 +120,58 @@ class _Box(TypedDict, total=False):
     k_max: int
 
 
-def _outside(r: Route, lo: int) -> list[_Box]:
-    """r's N range (r has no K bound) minus the box N >= lo, K >= lo: N < lo, any K; and
-    N >= lo with K < lo."""
-    boxes = []
-    if r.n_min < lo:
-        boxes.append(_Box(n_min=r.n_min, n_max=lo - 1 if r.n_max is None else min(r.n_max, lo - 1)))
-    if r.n_max is None or r.n_max >= lo:
-        box = _Box(n_min=max(r.n_min, lo), k_max=lo - 1)
-        if r.n_max is not None:
-            box["n_max"] = r.n_max
-        boxes.append(box)
-    return boxes
+def _minus(r: Route, cut: Route) -> list[Route]:
+    """r's entries for the problems it serves outside ``cut``'s box (its T range, formats,
+    N and K): rectangles in (N, K) with r's name and note. r's T range must lie inside
+    cut's or apart from it (the early tables' T ranges do)."""
+    inside_t = cut.t_min <= r.t_min and (
+        cut.t_max is None or (r.t_max is not None and r.t_max <= cut.t_max)
+    )
+    apart_t = (cut.t_max is not None and r.t_min > cut.t_max) or (
+        r.t_max is not None and r.t_max < cut.t_min
+    )
+    if apart_t:
+        return [r]
+    if not inside_t:
+        raise ValueError(f"{r} straddles the T range of {cut}")
+    inf = 1 << 62
+    rn, rk = (r.n_min, r.n_max or inf), (r.k_min, r.k_max or inf)
+    cn, ck = (cut.n_min, cut.n_max or inf), (cut.k_min, cut.k_max or inf)
+    q = r.qtypes & cut.qtypes
+    if not q or rn[0] > cn[1] or cn[0] > rn[1] or rk[0] > ck[1] or ck[0] > rk[1]:
+        return [r]
+    boxes = [  # (N range, K range) pieces of r's rectangle outside cut's
+        ((rn[0], cn[0] - 1), rk),
+        ((cn[1] + 1, rn[1]), rk),
+        ((max(rn[0], cn[0]), min(rn[1], cn[1])), (rk[0], ck[0] - 1)),
+        ((max(rn[0], cn[0]), min(rn[1], cn[1])), (ck[1] + 1, rk[1])),
+    ]
+    out = [replace(r, qtypes=r.qtypes - q)] if r.qtypes - q else []
+    for (n0, n1), (k0, k1) in boxes:
+        if n0 <= n1 and k0 <= k1:
+            out.append(
+                replace(
+                    r,
+                    qtypes=q,
+                    n_min=n0,
+                    n_max=None if n1 == inf else n1,
+                    k_min=k0,
+                    k_max=None if k1 == inf else k1,
+                )
+            )
+    return out
+
+
+def _carve(routes: tuple[Route, ...], cuts: tuple[Route, ...]) -> tuple[Route, ...]:
+    """``cuts`` (disjoint) over ``routes``: each cut, and the routes outside all of them."""
+    for cut in cuts:
+        routes = tuple(piece for r in routes for piece in _minus(r, cut))
+    # Pieces that differ only in their formats (cut by two cuts' format sets) as one entry.
+    merged: dict[Route, Route] = {}
+    for r in routes:
+        key = replace(r, qtypes=ALL_QTYPES)
+        merged[key] = replace(r, qtypes=merged[key].qtypes | r.qtypes) if key in merged else r
+    return (*cuts, *merged.values())
 
 
 _BIG_N = _Box(n_min=_RS_N)  # N >= 14336
@@ -162,59 +202,52 @@ _SM90_PREFILL = (
     # N < 4608
     Route("dq_gemm", 65, None, n_max=_RS_MID - 1, note=_DQ),
 )
-# T = 33 ... 64 (docs/perf/prefill_h200/dq_rs_tiles_<commit>.json: dq_rs at NB = 1 timed
-# against the table's route on the suites' 13 shapes, every format, T = 33 / 48 / 64):
-# on every weight with N >= 4608 and K >= 4608 dq_rs takes 0.35-0.77 of the time of
-# dec_q (N > 8192) or dq_gemm (N <= 8192); its time is flat in T (one 128-token tile).
-# On the smaller weights it loses (1.01-1.71: a call costs it at least ~15 us), and
-# big-N weights with K < 4608 (the K = 2048 heads) were not measured there: both keep
-# the routes before it (dq_gemm for N <= 8192, BF16 5120; dec_q above).
-_EARLY_RS_T = 33
-_EARLY_RS = _Box(n_min=_RS_MID, k_min=_RS_MID)  # N >= 4608 and K >= 4608
-_SM90_EARLY_RS = (
-    Route("dq_rs", _EARLY_RS_T, dec_q.T_MAX, **_EARLY_RS, note=_RS),
-    # the rest: N < 4608, or K < 4608
-    *(
-        Route(r.name, r.t_min, r.t_max, r.qtypes, **box, note=r.note)
-        for r in (
-            Route(
-                "dq_gemm",
-                33,
-                dec_q.T_MAX,
-                _DQ_EARLY,
-                n_max=_N_SPLIT,
-                note="small N: decode + cuBLAS",
-            ),
-            Route(
-                "dec_q",
-                33,
-                dec_q.T_MAX,
-                _DQ_EARLY,
-                n_min=_N_SPLIT + 1,
-                note="large N: wide-token tile",
-            ),
-            Route(
-                "dq_gemm",
-                33,
-                dec_q.T_MAX,
-                _BF16,
-                n_max=_BF16_N,
-                note="BF16, N <= 5120: decode + GEMM",
-            ),
-            Route(
-                "dec_q", 33, dec_q.T_MAX, _BF16, n_min=_BF16_N + 1, note="BF16, larger N: wide tile"
-            ),
-        )
-        for box in _outside(r, _RS_MID)
+# T = 17 ... 64 on weights with N >= 4608 and K >= 4608: dq_rs (one 128-token tile, its
+# time flat in T) against the routes above, timed on the suites' 13 shapes, every format
+# (docs/perf/prefill_h200/dq_rs_tiles_T33_64_4fd2742.json at T = 33 / 48 / 64,
+# dq_rs_tiles_T9_64_37049e0.json at T = 9 ... 64 on the 8 shapes with N, K >= 4608;
+# ratios are dq_rs's time / the table's route's):
+# - T = 33 ... 64: 0.35-0.77 on every such weight and format. On the smaller weights it
+#   loses (1.01-1.71: a call costs it at least ~15 us).
+# - T = 17 ... 32, N < 14336: 0.40-0.89 in every format.
+# - T = 17 ... 32, N >= 14336: NVFP4 and BF16 0.67-0.96; Q4, Q5, Q6 and W8 tie or lose
+#   at T = 17 and 24 (0.99-1.11, dec_q's T <= 32 tile) and win at T = 32 (0.76-0.99):
+#   they keep dec_q to T = 32.
+# - T <= 16: dec_q's tiles, left as they are (dq_rs wins there only on the K >= 10240
+#   weights, 0.60-0.95, and loses on [14336,5120] and up: 1.12-1.49).
+# Big-N weights with K < 4608 (the K = 2048 heads) were not measured at T <= 64: they
+# keep the routes before it.
+_EARLY_RS_K = _RS_MID
+_SM90_EARLY = _carve(
+    (  # before dq_rs (docs/perf/decode_h200/crossover*.json)
+        Route("dq_gemm", 17, 32, _W8, n_max=_W8_N, note="W8, N <= 6144: decode + cuBLAS"),
+        Route("dec_q", 17, 32, _W8, n_min=_W8_N + 1, note="W8, large N"),
+        Route(
+            "dq_gemm", 17, 32, ALL_QTYPES - _W8, n_max=_SMALL_N, note="N <= 3456: decode + cuBLAS"
+        ),
+        Route("dec_q", 17, 32, ALL_QTYPES - _W8, n_min=_SMALL_N + 1, note="larger N"),
+        Route(
+            "dq_gemm", 33, dec_q.T_MAX, _DQ_EARLY, n_max=_N_SPLIT, note="small N: decode + cuBLAS"
+        ),
+        Route(
+            "dec_q", 33, dec_q.T_MAX, _DQ_EARLY, n_min=_N_SPLIT + 1, note="large N: wide-token tile"
+        ),
+        Route(
+            "dq_gemm", 33, dec_q.T_MAX, _BF16, n_max=_BF16_N, note="BF16, N <= 5120: decode + GEMM"
+        ),
+        Route("dec_q", 33, dec_q.T_MAX, _BF16, n_min=_BF16_N + 1, note="BF16, larger N: wide tile"),
+    ),
+    (
+        Route(
+            "dq_rs", 17, dec_q.T_MAX, n_min=_RS_MID, n_max=_RS_N - 1, k_min=_EARLY_RS_K, note=_RS
+        ),
+        Route("dq_rs", 17, dec_q.T_MAX, _RS_WIDE, n_min=_RS_N, k_min=_EARLY_RS_K, note=_RS),
+        Route("dq_rs", 33, dec_q.T_MAX, _RS_NARROW, n_min=_RS_N, k_min=_EARLY_RS_K, note=_RS),
     ),
 )
 _SM90 = (
     Route("dec_q", 1, 16, note="tensor-core GEMV: W decoded from global into A fragments"),
-    Route("dq_gemm", 17, 32, _W8, n_max=_W8_N, note="W8, N <= 6144: decode + cuBLAS"),
-    Route("dec_q", 17, 32, _W8, n_min=_W8_N + 1, note="W8, large N"),
-    Route("dq_gemm", 17, 32, ALL_QTYPES - _W8, n_max=_SMALL_N, note="N <= 3456: decode + cuBLAS"),
-    Route("dec_q", 17, 32, ALL_QTYPES - _W8, n_min=_SMALL_N + 1, note="larger N"),
-    *_SM90_EARLY_RS,
+    *_SM90_EARLY,
     *_SM90_PREFILL,
 )
 
