@@ -96,14 +96,15 @@ def main(argv: list[str]) -> int:
         "\n### Target 5 — `--sweep 64:1024:32` on [14336,5120]: largest adjacent step (<= 20 %)\n"
     )
     print(
-        "| format | T=64 us (dec_q) | T=96 us | T=512 us | T=1024 us | largest step | at T | target |"
+        "| format | T=64 us (route) | T=96 us | T=512 us | T=1024 us | largest step | at T | target |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for q in QTYPES:
         sw = _load(d, f"sweep_{q}.json")["points"]
         med = {p["t"]: p["median_us"] for p in sw}
+        route64 = next(p["route"] for p in sw if p["t"] == 64)
         worst = largest_step(sw)
-        print(f"| {q} | {med[64]:.1f} | {med[96]:.1f} | {med[512]:.1f} | {med[1024]:.1f} | "
+        print(f"| {q} | {med[64]:.1f} ({route64}) | {med[96]:.1f} | {med[512]:.1f} | {med[1024]:.1f} | "
               f"{100 * worst[0]:+.1f} % | {worst[1]}→{worst[2]} | {_ok(worst[0] <= 0.20)} |")  # fmt: skip
     return 0
 

@@ -203,18 +203,20 @@ _SM90_PREFILL = (
     Route("dq_gemm", 65, None, n_max=_RS_MID - 1, note=_DQ),
 )
 # T = 17 ... 64 on weights with N >= 4608 and K >= 4608: dq_rs (one 128-token tile, its
-# time flat in T) against the routes above, timed on the suites' 13 shapes, every format
-# (docs/perf/prefill_h200/dq_rs_tiles_T33_64_4fd2742.json at T = 33 / 48 / 64,
-# dq_rs_tiles_T9_64_37049e0.json at T = 9 ... 64 on the 8 shapes with N, K >= 4608;
-# ratios are dq_rs's time / the table's route's):
+# time flat in T) against the routes above, timed on the suites' 13 shapes, every format,
+# each output checked against the other route's (docs/perf/prefill_h200/: T = 33 / 48 /
+# 64 in dq_rs_tiles_cw3_4fd2742.json, its rs_1x2 column; T = 9 ... 64 on the 8 shapes
+# with N, K >= 4608 in dq_rs_tiles_T9_64_37049e0.json; ratios are dq_rs's time / the
+# table route's):
 # - T = 33 ... 64: 0.35-0.77 on every such weight and format. On the smaller weights it
-#   loses (1.01-1.71: a call costs it at least ~15 us).
+#   loses (1.01-1.71: a call costs it at least ~15 us) but for NVFP4 / BF16 [2048,4096]
+#   (0.89-0.97), left as they were, as at T >= 65.
 # - T = 17 ... 32, N < 14336: 0.40-0.89 in every format.
-# - T = 17 ... 32, N >= 14336: NVFP4 and BF16 0.67-0.96; Q4, Q5, Q6 and W8 tie or lose
-#   at T = 17 and 24 (0.99-1.11, dec_q's T <= 32 tile) and win at T = 32 (0.76-0.99):
-#   they keep dec_q to T = 32.
-# - T <= 16: dec_q's tiles, left as they are (dq_rs wins there only on the K >= 10240
-#   weights, 0.60-0.95, and loses on [14336,5120] and up: 1.12-1.49).
+# - T = 17 ... 32, N >= 14336: NVFP4 and BF16 0.67-0.96. Q4, Q5, Q6 and W8 tie or lose at
+#   T = 17 and 24 on [14336,5120] and [16384,5120] (1.00-1.06; [34816,5120] 0.82-1.11)
+#   and win at T = 32 (0.76-0.99): they keep dec_q to T = 32.
+# - T <= 16: dec_q's tiles, left as they are (dq_rs wins there on the K >= 10240 weights
+#   but BF16, 0.60-0.95, and loses on the quantized N >= 14336 ones, 1.12-1.49).
 # Big-N weights with K < 4608 (the K = 2048 heads) were not measured at T <= 64: they
 # keep the routes before it.
 _EARLY_RS_K = _RS_MID
