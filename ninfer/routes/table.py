@@ -166,11 +166,16 @@ def _carve(routes: tuple[Route, ...], cuts: tuple[Route, ...]) -> tuple[Route, .
     """``cuts`` (disjoint) over ``routes``: each cut, and the routes outside all of them."""
     for cut in cuts:
         routes = tuple(piece for r in routes for piece in _minus(r, cut))
-    # Pieces that differ only in their formats (cut by two cuts' format sets) as one entry.
+    # Pieces that differ only in their formats (cut by two cuts' format sets) as one entry,
+    # with each piece's note (notes take no part in equality).
     merged: dict[Route, Route] = {}
     for r in routes:
         key = replace(r, qtypes=ALL_QTYPES)
-        merged[key] = replace(r, qtypes=merged[key].qtypes | r.qtypes) if key in merged else r
+        if key in merged:
+            m = merged[key]
+            note = m.note if r.note in m.note.split("; ") else f"{m.note}; {r.note}"
+            r = replace(r, qtypes=m.qtypes | r.qtypes, note=note)
+        merged[key] = r
     return (*cuts, *merged.values())
 
 
@@ -205,9 +210,10 @@ _SM90_PREFILL = (
 # T = 17 ... 64 on weights with N >= 4608 and K >= 4608: dq_rs (one 128-token tile, its
 # time flat in T) against the routes above, timed on the suites' 13 shapes, every format,
 # each output checked against the other route's (docs/perf/prefill_h200/: T = 33 / 48 /
-# 64 in dq_rs_tiles_cw3_4fd2742.json, its rs_1x2 column; T = 9 ... 64 on the 8 shapes
-# with N, K >= 4608 in dq_rs_tiles_T9_64_37049e0.json; ratios are dq_rs's time / the
-# table route's):
+# 64 in dq_rs_tiles_cw3_4fd2742.json, its rs_1x2 column: the kernel's main loop as
+# landed, its output staging swizzled differently; T = 9 ... 64 on the 8 shapes with
+# N, K >= 4608 in dq_rs_tiles_T9_64_37049e0.json, the landed kernel, whose T = 33 / 64
+# times repeat 4fd2742's within 3 %; ratios are dq_rs's time / the table route's):
 # - T = 33 ... 64: 0.35-0.77 on every such weight and format. On the smaller weights it
 #   loses (1.01-1.71: a call costs it at least ~15 us) but for NVFP4 / BF16 [2048,4096]
 #   (0.89-0.97), left as they were, as at T >= 65.
