@@ -5,12 +5,13 @@
 # JSON under $OUT, archived in $OUT/prefill_artifacts.tar.gz.
 #
 # Usage (repo root): bash tools/device_prefill.sh [steps]
-#   steps: any of conformance rstest tune tables sweeps report ncu gap heads tiles xover
+#   steps: any of conformance rstest tune tables sweeps report ncu gap heads tiles xover ablate
 #   (default: conformance tune tables sweeps report)
 #   rstest: tests/gpu/test_dq_rs.py alone (a kernel change's first check);
 #   tiles: tools/dq_rs_tiles.py (each dq_rs tile against the table's route; TILE_QTYPES,
 #   TILE_SHAPES, TILE_TS override its defaults);
 #   xover: tools/prefill_crossover.py on XO_QTYPES, XO_SHAPES, XO_TS;
+#   ablate: tools/dq_rs_ablate.py (dq_rs with its decode, MMAs or copies taken out);
 #   ncu: Nsight Compute sections + stall reasons of dq_rs points (what bounds each miss);
 #   gap: dq_rs vs dq_gemm on N between the suites' 10240 and 14336 (tools/prefill_crossover.py)
 #   heads: the same on the suites' K = 2048 heads ([131072,2048], [248320,2048]), T >= 512
@@ -43,6 +44,12 @@ if has xover; then
   timeout 300 $PY tools/prefill_crossover.py --qtypes "${XO_QTYPES:-bf16}" ${XO_SHAPES:+--shapes "$XO_SHAPES"} \
     --ts "${XO_TS:-128,256,512,1024}" --json "$OUT/crossover.json" > "$OUT/crossover.txt" 2>&1
   tail -3 "$OUT/crossover.txt" | tee -a "$OUT/device.log"
+fi
+if has ablate; then
+  echo "== ablate (dq_rs without decode / MMA / copies)" | tee -a "$OUT/device.log"
+  timeout 400 $PY tools/dq_rs_ablate.py ${ABL_POINTS:+--points "$ABL_POINTS"} --json "$OUT/dq_rs_ablate.json" \
+    > "$OUT/dq_rs_ablate.txt" 2>&1
+  cat "$OUT/dq_rs_ablate.txt" | tee -a "$OUT/device.log"
 fi
 if has tune; then
   echo "== tune" | tee -a "$OUT/device.log"
