@@ -12,7 +12,10 @@ MiB flush). The variants compute garbage on purpose (no output is checked):
   live through the fence that takes them as operands);
 - ``nocopy``: the copy thread issues no TMA and arrives on each stage's barrier at once
   (the consumers decode and multiply stale shared memory);
-- ``mma_only`` (``nodecode`` + ``nocopy``) and ``decode_only`` (``nomma`` + ``nocopy``).
+- ``mma_only`` (``nodecode`` + ``nocopy``), ``decode_only`` (``nomma`` + ``nocopy``)
+  and ``skeleton`` (none of the three: the ring's barriers alone);
+- ``ss``: the MMAs with A from shared memory (x's stage stands in), the decode kept;
+- ``ring8``, ``ring8_nomma``: an 8-slot ring (S = 8), where the runs allow it.
 
     python tools/dq_rs_ablate.py [--points q4:14336x5120:128,...] [--variants full,nodecode]
 """
@@ -26,11 +29,11 @@ from collections.abc import Callable
 
 from route_swap import time_under  # tools/ is the script's sys.path[0]
 
-from ninfer import QType
+from ninfer import Policy, QType
 from ninfer.bench.fixture import random_activations, random_device_weight
 from ninfer.bench.results import environment
 from ninfer.bench.timer import ColdTimer
-from ninfer.routes import launch, table
+from ninfer.routes import Problem, dq_rs, launch, select, table
 from ninfer.runtime import compile as rt_compile
 from ninfer.runtime.sources import assembled_source
 
@@ -39,10 +42,22 @@ _DECODE = (
     "    rs_frag<QT>(wr + s * WST, lane_codes, s * WST, band, s & 1, gid, tig, a);",
     "    (void)lane_codes;",
 )
-_MMA = (
-    "for (int h = 0; h < NB; ++h) wgmma_rs(acc[h], a[ks], rs_desc(xb + h * RS_X_HALF + 32 * ks));",
-    "for (int h = 0; h < NB; ++h) (void)xb;",
+# Without the MMAs nothing reads the fragments in PTX (the fence's operands are NVVM's
+# only), and ptxas drops the decode: a sum of them, stored on a condition that never
+# holds (T < 0), keeps it.
+_SINK = [
+    ("  u32 a0[4][4], a1[4][4];", "  u32 a0[4][4], a1[4][4];\n  u32 sink = 0;"),
+    (
+        "      // (rs_store opens with the consumers' barrier: the last half's reads of cs are done.)",
+        "      if (sink == 0x9E3779B9u && T < 0) out[0] = (bf16_t)sink;",
+    ),
+]
+_WGMMA = (
+    "for (int h = 0; h < NB; ++h) wgmma_rs(acc[h], a[ks], rs_desc(xb + h * RS_X_HALF + 32 * ks));"
 )
+_SUM = "sink += a[ks][0] + a[ks][1] + a[ks][2] + a[ks][3];"
+# (Each replacement stays one loop over h: the k-step loop around it has no braces.)
+_MMA = [*_SINK, (_WGMMA, f"for (int h = 0; h < NB; ++h) {{ if (h == 0) {_SUM} (void)xb; }}")]
 _COPY = [
     ("          mbar_expect_tx(full(s), xbytes + WST);", "          mbar_arrive(full(s));"),
     ("          tma_2d(xs0 + s * XT, xm, g * RS_BK, t0, full(s));", ""),
@@ -59,13 +74,55 @@ _COPY = [
         "",
     ),
 ]
-VARIANTS: dict[str, list[tuple[str, str]]] = {
-    "full": [],
-    "nodecode": [_DECODE],
-    "nomma": [_MMA],
-    "nocopy": _COPY,
-    "mma_only": [_DECODE, *_COPY],
-    "decode_only": [_MMA, *_COPY],
+# The MMAs in the SS form, A from shared memory (the stage's x tile stands in for it),
+# the decoded fragments summed into the sink: whether the register-sourced A is what
+# keeps the decode and the MMAs from overlapping.
+_SS_FN = """__device__ __forceinline__ void wgmma_ss(float d[64], u64 da, u64 db) {
+  asm volatile(
+      "{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%"
+      "27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%"
+      "52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\\n}\\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db));
+}
+
+"""
+_SS = [
+    (
+        "// Two weights (the lower k in the low half)",
+        _SS_FN + "// Two weights (the lower k in the low half)",
+    ),
+    *_SINK,
+    (
+        _WGMMA,
+        f"for (int h = 0; h < NB; ++h) {{ if (h == 0) {_SUM} "
+        "wgmma_ss(acc[h], rs_desc(xb + 32 * ks), rs_desc(xb + h * RS_X_HALF + 32 * ks)); }",
+    ),
+]
+# An 8-slot ring (one loop body per lap, as the kernel requires): only where every run is
+# whole tiles of a multiple of 8 stages (the kernel passes unused slots for S = 4 only).
+_RING8 = [("constexpr int RS_UNROLL = 4;", "constexpr int RS_UNROLL = 8;")]
+# name: (patches, ring slots S)
+VARIANTS: dict[str, tuple[list[tuple[str, str]], int]] = {
+    "full": ([], 4),
+    "nodecode": ([_DECODE], 4),
+    "nomma": (_MMA, 4),
+    "nocopy": (_COPY, 4),
+    "mma_only": ([_DECODE, *_COPY], 4),
+    "decode_only": ([*_MMA, *_COPY], 4),
+    "skeleton": ([_DECODE, *_MMA, *_COPY], 4),
+    "ss": (_SS, 4),
+    "ring8": (_RING8, 8),
+    "ring8_nomma": ([*_RING8, *_MMA], 8),
 }
 POINTS = "q4:14336x5120:128,q4:14336x5120:256,q4:14336x5120:1024,q6:14336x5120:128,nvfp4:14336x5120:128,bf16:14336x5120:128"
 
@@ -81,6 +138,22 @@ def patched(patches: list[tuple[str, str]]) -> Callable[[str], str]:
         return text if name == "dq_rs" else assembled_source(name)
 
     return source
+
+
+def _runs(p: Problem, stages: int, sms: int) -> bool:
+    """Whether the point is a dq_rs call the S-slot kernel can run: with S = 4 always;
+    with more slots only whole-tile runs of a multiple of S stages that fit in shared
+    memory (227 KB a block on sm_90)."""
+    if select(p).name != "dq_rs":
+        raise SystemExit(f"dq_rs_ablate: {p} is not a dq_rs call")
+    if stages == 4:
+        return True
+    nb = dq_rs.choose_nb(p)
+    kpad = -(-p.k // 128) * 128
+    pairs, n_tiles = kpad // 128, dq_rs.tiles(p, nb)
+    starts = dq_rs.run_starts(n_tiles, kpad, dq_rs.blocks(p, nb, sms, kpad))
+    whole = all(i % pairs == 0 for i in starts) and (2 * pairs) % stages == 0
+    return whole and dq_rs.shared_bytes(p, nb) <= 232448
 
 
 def main() -> int:
@@ -102,21 +175,31 @@ def main() -> int:
     variants = args.variants.split(",")
     print("qtype N K T " + " ".join(f"{v}_us" for v in variants))
     results: dict[tuple[QType, int, int, int], dict[str, float]] = {p: {} for p in points}
+    import cupy as cp
+
+    cc = int(cp.cuda.Device().compute_capability)
+    sms = int(cp.cuda.Device().attributes["MultiProcessorCount"])
+    stages0, instances0 = dq_rs.STAGES, dq_rs.INSTANCES
     for v in variants:
-        rt_compile.assembled_source = patched(VARIANTS[v])  # type: ignore[assignment]
+        patches, stages = VARIANTS[v]
+        rt_compile.assembled_source = patched(patches)  # type: ignore[assignment]
+        dq_rs.STAGES = stages
+        dq_rs.INSTANCES = tuple(e.replace(f", {stages0}, ", f", {stages}, ") for e in instances0)
         rt_compile._cache.clear()
         launch._kernels.clear()
         try:
             for q, n, k, t in points:
+                if not _runs(Problem(q, Policy.A16, n, k, t, cc), stages, sms):
+                    results[(q, n, k, t)][v] = float("nan")
+                    continue
                 w = weights[(q, n, k)]
                 w.dispatch_cache.clear()  # plans hold the kernel they were built with
                 x = random_activations(t, k)
-                import cupy as cp
-
                 out = cp.empty((t, n), dtype=x.dtype)
                 results[(q, n, k, t)][v] = time_under(table.ROUTE_TABLES, timer, x, w, out)
         finally:
             rt_compile.assembled_source = assembled_source
+            dq_rs.STAGES, dq_rs.INSTANCES = stages0, instances0
             rt_compile._cache.clear()
             launch._kernels.clear()
             for w in weights.values():
