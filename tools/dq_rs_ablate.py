@@ -15,7 +15,9 @@ MiB flush). The variants compute garbage on purpose (no output is checked):
 - ``mma_only`` (``nodecode`` + ``nocopy``), ``decode_only`` (``nomma`` + ``nocopy``)
   and ``skeleton`` (none of the three: the ring's barriers alone);
 - ``ss``: the MMAs with A from shared memory (x's stage stands in), the decode kept;
-- ``ring8``, ``ring8_nomma``: an 8-slot ring (S = 8), where the runs allow it.
+- ``ring8``, ``ring8_nomma``: an 8-slot ring (S = 8), where the runs allow it;
+- ``nofence``, ``wait2`` (and with ``mma_only``): no ``wgmma.fence`` per stage, or two
+  stages' MMAs in flight (both unsafe for the numbers, timing only).
 
     python tools/dq_rs_ablate.py [--points q4:14336x5120:128,...] [--variants full,nodecode]
 """
@@ -111,6 +113,17 @@ _SS = [
 # An 8-slot ring (one loop body per lap, as the kernel requires): only where every run is
 # whole tiles of a multiple of 8 stages (the kernel passes unused slots for S = 4 only).
 _RING8 = [("constexpr int RS_UNROLL = 4;", "constexpr int RS_UNROLL = 8;")]
+# Per-stage ordering: no wgmma.fence before each stage's MMAs (the fragments' writes are
+# then unordered with the MMAs' reads: timing only), and wait_group 2 instead of 1 (two
+# stages' MMAs in flight; with two fragment sets the decode then overwrites a set still
+# being read: timing only).
+_NOFENCE = [('asm volatile("wgmma.fence.sync.aligned;"', 'asm volatile(""')]
+_WAIT2 = [
+    (
+        'asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");',
+        'asm volatile("wgmma.wait_group.sync.aligned 2;" ::: "memory");',
+    )
+]
 # name: (patches, ring slots S)
 VARIANTS: dict[str, tuple[list[tuple[str, str]], int]] = {
     "full": ([], 4),
@@ -123,6 +136,10 @@ VARIANTS: dict[str, tuple[list[tuple[str, str]], int]] = {
     "ss": (_SS, 4),
     "ring8": (_RING8, 8),
     "ring8_nomma": ([*_RING8, *_MMA], 8),
+    "nofence": (_NOFENCE, 4),
+    "wait2": (_WAIT2, 4),
+    "mma_only_nofence": ([_DECODE, *_COPY, *_NOFENCE], 4),
+    "mma_only_wait2": ([_DECODE, *_COPY, *_WAIT2], 4),
 }
 POINTS = "q4:14336x5120:128,q4:14336x5120:256,q4:14336x5120:1024,q6:14336x5120:128,nvfp4:14336x5120:128,bf16:14336x5120:128"
 
