@@ -391,16 +391,17 @@ struct RsSched {
   }
 };
 
-// Stages per loop body: the body ends in wait_group 0. With MMAs in flight across the
-// loop's back edge, ptxas cannot tell the two fragment sets apart and serializes every
-// wgmma (C7513); within straight-line code it tracks them.
-constexpr int RS_UNROLL = 4;
-// One loop body is one lap of the ring (S = RS_UNROLL slots): its stage u sits in slot u,
-// so every shared-memory address of the body is a constant offset. A tile's run whose
-// stage count is 2 mod 4 (an odd number of pairs) leaves slots 2 and 3 of its last lap
-// unused; the copy thread and the consumers pass them with a bare arrive and wait, so
-// that each slot's barrier phases still count laps. (With a run-dependent slot, the
-// addresses took 20 % more instructions per stage.)
+// One loop body is one lap of the ring (S slots, S stages): its stage u sits in slot u,
+// so every shared-memory address of the body is a constant offset, and the body ends in
+// wait_group 0 (with MMAs in flight across the loop's back edge, ptxas cannot tell the
+// two fragment sets apart and serializes every wgmma, C7513; within straight-line code
+// it tracks them). A tile's run whose stage count is not a multiple of S leaves the
+// last lap's slots from nst % S on unused; the copy thread and the consumers pass them
+// with a bare arrive and wait, so that each slot's barrier phases still count laps.
+// (With a run-dependent slot, the addresses took 20 % more instructions per stage.)
+// S = 8 where it fits (routes/dq_rs.py::stages): the copies of x and W then have twice
+// the stages in flight (tools/dq_rs_ablate.py at 42b3b1f: Q4 [14336,5120] T=128 45.9 ->
+// 43.4 us, the decode with the copies and no MMAs 38.6 -> 30.1).
 constexpr int RS_CS = RS_BT * RS_BM * 2;  // the output staging tile, bytes
 
 // S: ring slots; NB: 128-token halves per tile (the decode of a stage then feeds 128 NB
@@ -439,7 +440,7 @@ __global__ void __launch_bounds__(384, 1)
   auto full = [&](int s) { return bar0 + 8 * s; };        // the stage's copies landed
   auto empty = [&](int s) { return bar0 + 8 * (S + s); };  // both consumers retired its MMAs
   const int tid = threadIdx.x, wg = tid / 128, b = blockIdx.x;
-  static_assert(S == RS_UNROLL, "one loop body per ring lap");
+  static_assert(S % 2 == 0, "a loop body alternates the two fragment sets");
   const int pairs = kpad / (2 * RS_BK);  // a pair is one 128-k storage stage
   // The schedule is computed after the warpgroups part (sched()): live across
   // setmaxnreg, its 64-bit values spilled in the copy warpgroup's few registers.
@@ -487,7 +488,7 @@ __global__ void __launch_bounds__(384, 1)
           if constexpr (B::QH > 0) tma_2d(dst + 8 * B::CODES, &whigh, sst * B::QH / 8, n0 / 16, full(s));
           if constexpr (B::SC > 0) tma_2d(dst + 8 * (B::CODES + B::QH), &wscale, sst * B::SC / 8, n0 / 16, full(s));
         }
-        for (int d = 2 * (p1 - p0); d % RS_UNROLL != 0; ++d, ++rc) {  // the lap's unused slots
+        for (int d = 2 * (p1 - p0); d % S != 0; ++d, ++rc) {  // the lap's unused slots
           const int s = rc % S;
           if (rc >= S) mbar_wait(empty(s), ((rc - S) / S) & 1);
           mbar_arrive(full(s));
@@ -543,9 +544,9 @@ __global__ void __launch_bounds__(384, 1)
     for (int h = 0; h < NB; ++h)
 #pragma unroll
       for (int e = 0; e < 64; ++e) acc[h][e] = 0.f;
-    for (int st = 0; st < nst; st += RS_UNROLL, ++lap) {
+    for (int st = 0; st < nst; st += S, ++lap) {
 #pragma unroll
-      for (int u = 0; u < RS_UNROLL; u += 2) {
+      for (int u = 0; u < S; u += 2) {
         if (st + u < nst) {
           step(u, lap, st + u, a0);
           step(u + 1, lap, st + u + 1, a1);
@@ -555,11 +556,9 @@ __global__ void __launch_bounds__(384, 1)
       fence_acc();
     }
     if (tid % 128 == 0) mbar_arrive(empty((nst - 1) % S));  // the run's last stage
-    if (nst % RS_UNROLL != 0) {  // its last lap's unused slots 2 and 3
-      mbar_wait(full(2), (lap - 1) & 1);
-      mbar_wait(full(3), (lap - 1) & 1);
-      if (tid % 128 == 0) mbar_arrive(empty(2)), mbar_arrive(empty(3));
-    }
+    for (int u = nst % S; u != 0 && u < S; ++u) mbar_wait(full(u), (lap - 1) & 1);  // the last lap's unused slots
+    if (tid % 128 == 0)
+      for (int u = nst % S; u != 0 && u < S; ++u) mbar_arrive(empty(u));
     if (p1 - p0 < pairs) {
       // A split tile. Its counter holds how many of its other nz - 1 blocks have
       // published their partial ([slot][float4 e][thread]: a warp's store of one e is 512

@@ -15,7 +15,6 @@ MiB flush). The variants compute garbage on purpose (no output is checked):
 - ``mma_only`` (``nodecode`` + ``nocopy``), ``decode_only`` (``nomma`` + ``nocopy``)
   and ``skeleton`` (none of the three: the ring's barriers alone);
 - ``ss``: the MMAs with A from shared memory (x's stage stands in), the decode kept;
-- ``ring8``, ``ring8_nomma``: an 8-slot ring (S = 8), where the runs allow it;
 - ``nofence``, ``wait2`` (and with ``mma_only``): no ``wgmma.fence`` per stage, or two
   stages' MMAs in flight (both unsafe for the numbers, timing only).
 
@@ -35,7 +34,7 @@ from ninfer import Policy, QType
 from ninfer.bench.fixture import random_activations, random_device_weight
 from ninfer.bench.results import environment
 from ninfer.bench.timer import ColdTimer
-from ninfer.routes import Problem, dq_rs, launch, select, table
+from ninfer.routes import Problem, launch, select, table
 from ninfer.runtime import compile as rt_compile
 from ninfer.runtime.sources import assembled_source
 
@@ -110,9 +109,6 @@ _SS = [
         "wgmma_ss(acc[h], rs_desc(xb + 32 * ks), rs_desc(xb + h * RS_X_HALF + 32 * ks)); }",
     ),
 ]
-# An 8-slot ring (one loop body per lap, as the kernel requires): only where every run is
-# whole tiles of a multiple of 8 stages (the kernel passes unused slots for S = 4 only).
-_RING8 = [("constexpr int RS_UNROLL = 4;", "constexpr int RS_UNROLL = 8;")]
 # Per-stage ordering: no wgmma.fence before each stage's MMAs (the fragments' writes are
 # then unordered with the MMAs' reads: timing only), and wait_group 2 instead of 1 (two
 # stages' MMAs in flight; with two fragment sets the decode then overwrites a set still
@@ -124,22 +120,19 @@ _WAIT2 = [
         'asm volatile("wgmma.wait_group.sync.aligned 2;" ::: "memory");',
     )
 ]
-# name: (patches, ring slots S)
-VARIANTS: dict[str, tuple[list[tuple[str, str]], int]] = {
-    "full": ([], 4),
-    "nodecode": ([_DECODE], 4),
-    "nomma": (_MMA, 4),
-    "nocopy": (_COPY, 4),
-    "mma_only": ([_DECODE, *_COPY], 4),
-    "decode_only": ([*_MMA, *_COPY], 4),
-    "skeleton": ([_DECODE, *_MMA, *_COPY], 4),
-    "ss": (_SS, 4),
-    "ring8": (_RING8, 8),
-    "ring8_nomma": ([*_RING8, *_MMA], 8),
-    "nofence": (_NOFENCE, 4),
-    "wait2": (_WAIT2, 4),
-    "mma_only_nofence": ([_DECODE, *_COPY, *_NOFENCE], 4),
-    "mma_only_wait2": ([_DECODE, *_COPY, *_WAIT2], 4),
+VARIANTS: dict[str, list[tuple[str, str]]] = {
+    "full": [],
+    "nodecode": [_DECODE],
+    "nomma": _MMA,
+    "nocopy": _COPY,
+    "mma_only": [_DECODE, *_COPY],
+    "decode_only": [*_MMA, *_COPY],
+    "skeleton": [_DECODE, *_MMA, *_COPY],
+    "ss": _SS,
+    "nofence": _NOFENCE,
+    "wait2": _WAIT2,
+    "mma_only_nofence": [_DECODE, *_COPY, *_NOFENCE],
+    "mma_only_wait2": [_DECODE, *_COPY, *_WAIT2],
 }
 POINTS = "q4:14336x5120:128,q4:14336x5120:256,q4:14336x5120:1024,q6:14336x5120:128,nvfp4:14336x5120:128,bf16:14336x5120:128"
 
@@ -157,20 +150,9 @@ def patched(patches: list[tuple[str, str]]) -> Callable[[str], str]:
     return source
 
 
-def _runs(p: Problem, stages: int, sms: int) -> bool:
-    """Whether the point is a dq_rs call the S-slot kernel can run: with S = 4 always;
-    with more slots only whole-tile runs of a multiple of S stages that fit in shared
-    memory (227 KB a block on sm_90)."""
+def _check(p: Problem) -> None:
     if select(p).name != "dq_rs":
         raise SystemExit(f"dq_rs_ablate: {p} is not a dq_rs call")
-    if stages == 4:
-        return True
-    nb = dq_rs.choose_nb(p)
-    kpad = -(-p.k // 128) * 128
-    pairs, n_tiles = kpad // 128, dq_rs.tiles(p, nb)
-    starts = dq_rs.run_starts(n_tiles, kpad, dq_rs.blocks(p, nb, sms, kpad))
-    whole = all(i % pairs == 0 for i in starts) and (2 * pairs) % stages == 0
-    return whole and dq_rs.shared_bytes(p, nb) <= 232448
 
 
 def main() -> int:
@@ -195,20 +177,14 @@ def main() -> int:
     import cupy as cp
 
     cc = int(cp.cuda.Device().compute_capability)
-    sms = int(cp.cuda.Device().attributes["MultiProcessorCount"])
-    stages0, instances0 = dq_rs.STAGES, dq_rs.INSTANCES
+    for q, n, k, t in points:
+        _check(Problem(q, Policy.A16, n, k, t, cc))
     for v in variants:
-        patches, stages = VARIANTS[v]
-        rt_compile.assembled_source = patched(patches)  # type: ignore[assignment]
-        dq_rs.STAGES = stages
-        dq_rs.INSTANCES = tuple(e.replace(f", {stages0}, ", f", {stages}, ") for e in instances0)
+        rt_compile.assembled_source = patched(VARIANTS[v])  # type: ignore[assignment]
         rt_compile._cache.clear()
         launch._kernels.clear()
         try:
             for q, n, k, t in points:
-                if not _runs(Problem(q, Policy.A16, n, k, t, cc), stages, sms):
-                    results[(q, n, k, t)][v] = float("nan")
-                    continue
                 w = weights[(q, n, k)]
                 w.dispatch_cache.clear()  # plans hold the kernel they were built with
                 x = random_activations(t, k)
@@ -216,7 +192,6 @@ def main() -> int:
                 results[(q, n, k, t)][v] = time_under(table.ROUTE_TABLES, timer, x, w, out)
         finally:
             rt_compile.assembled_source = assembled_source
-            dq_rs.STAGES, dq_rs.INSTANCES = stages0, instances0
             rt_compile._cache.clear()
             launch._kernels.clear()
             for w in weights.values():

@@ -27,7 +27,13 @@ NAME = "dq_rs"
 NVRTC_OPTIONS: tuple[str, ...] = ("-arch=sm_90a",)
 ARCHS: tuple[str, ...] = ("sm_90a",)
 
-STAGES = 4  # S: ring slots of (x stage, weight stage), kernels/dq_rs.cu
+# S: ring slots of (x stage, weight stage), kernels/dq_rs.cu: 8 where they fit in a
+# block's shared memory (NB = 1 for Q4, Q5, NVFP4), else 4. With the decode not hidden
+# under the MMAs, the copies' latency shows: 8 slots took Q4 [14336,5120] T=128 from 45.9
+# to 43.4 us and NVFP4 from 47.1 to 45.2 (tools/dq_rs_ablate.py at 42b3b1f, `ring8`).
+STAGES = 4
+STAGES_DEEP = 8
+SHARED_MAX = 232448  # bytes of shared memory a block may opt into on sm_90 (227 KB)
 THREADS = 384  # two consumer warpgroups + the copy warpgroup
 ROWS = 128  # RS_BM: weight rows per tile
 # Tokens per tile: 128 (NB = 1) or 256 (NB = 2: half the decode per MMA). A 256-token
@@ -71,11 +77,32 @@ BAND: dict[QType, tuple[int, int, int]] = {
 # dq_gemm's numerics: the oracle rounds these formats' weights once to BF16 as well.
 ROUNDS_WEIGHT: frozenset[QType] = frozenset({QType.Q4, QType.Q5, QType.Q6, QType.W8})
 
+
+def stages(qtype: QType, nb: int) -> int:
+    """Ring slots for a format and tile: STAGES_DEEP at NB = 1 where they fit, else STAGES."""
+    return (
+        STAGES_DEEP
+        if nb == 1 and shared_bytes_for(qtype, nb, STAGES_DEEP) <= SHARED_MAX
+        else STAGES
+    )
+
+
+def shared_bytes_for(qtype: QType, nb: int, s: int) -> int:
+    """Dynamic shared memory of dq_rs<qtype, s, nb>: 1 KB of alignment slack, s (x stage,
+    W stage), the output staging tile, 2 s mbarriers and a 16-byte word."""
+    codes, high, scales = BAND[qtype]
+    stage = nb * 128 * 64 * 2 + 8 * (codes + high + scales)
+    return 1024 + s * stage + 128 * ROWS * 2 + 16 * s + 16
+
+
+_QTYPE_BY_ID = {v: k for k, v in QTYPE_ID.items()}
 INSTANCES: tuple[str, ...] = tuple(
-    f"dq_rs<{q}, {STAGES}, {nb}>" for q in sorted(QTYPE_ID.values()) for nb in (1, 2)
+    f"dq_rs<{q}, {stages(_QTYPE_BY_ID[q], nb)}, {nb}>"
+    for q in sorted(QTYPE_ID.values())
+    for nb in (1, 2)
 )
 TUNING = (
-    f"stages={STAGES} nb2_from={NB2_FROM} rows={ROWS} blocks_max={BLOCKS_MAX} "
+    f"stages={STAGES}/{STAGES_DEEP} nb2_from={NB2_FROM} rows={ROWS} blocks_max={BLOCKS_MAX} "
     f"dp_fill={DP_FILL} dp_fill_short={DP_FILL_SHORT} sk_long={SK_LONG} "
     f"min_pairs={MIN_PAIRS} persistent"
 )
@@ -95,7 +122,8 @@ def choose_nb(p: Problem) -> int:
 
 
 def instance(p: Problem) -> str:
-    return f"dq_rs<{QTYPE_ID[p.qtype]}, {STAGES}, {choose_nb(p)}>"
+    nb = choose_nb(p)
+    return f"dq_rs<{QTYPE_ID[p.qtype]}, {stages(p.qtype, nb)}, {nb}>"
 
 
 def tiles(p: Problem, nb: int) -> int:
@@ -170,9 +198,7 @@ def workspace_bytes(p: Problem) -> int:
 
 
 def shared_bytes(p: Problem, nb: int) -> int:
-    codes, high, scales = BAND[p.qtype]
-    stage = nb * 128 * 64 * 2 + 8 * (codes + high + scales)
-    return 1024 + STAGES * stage + 128 * ROWS * 2 + 16 * STAGES + 16
+    return shared_bytes_for(p.qtype, nb, stages(p.qtype, nb))
 
 
 class _Params(ctypes.Structure):
