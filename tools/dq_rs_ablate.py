@@ -8,8 +8,8 @@ MiB flush). The variants compute garbage on purpose (no output is checked):
 - ``full``: the kernel as it is;
 - ``nodecode``: the consumers skip the decode (the fragments keep stale register values;
   the MMAs, the ring and the copies stay);
-- ``nomma``: no ``wgmma`` is issued (decode, ring and copies stay; the fragments stay
-  live through the fence that takes them as operands);
+- ``nomma``: no ``wgmma`` is issued (decode, ring and copies stay; the fragments are
+  summed into a sink, below, or ptxas drops the decode);
 - ``nocopy``: the copy thread issues no TMA and arrives on each stage's barrier at once
   (the consumers decode and multiply stale shared memory);
 - ``mma_only`` (``nodecode`` + ``nocopy``), ``decode_only`` (``nomma`` + ``nocopy``)
