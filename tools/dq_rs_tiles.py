@@ -18,9 +18,8 @@ import argparse
 import json
 import sys
 
-import numpy as np
 from prefill_crossover import SHAPES  # tools/ is the script's sys.path[0]
-from route_swap import time_under
+from route_swap import bf16_steps, host_f32, parse_shapes, time_under
 
 from ninfer import Policy, QType
 from ninfer.bench.fixture import random_activations, random_device_weight
@@ -41,9 +40,7 @@ def main() -> int:
     ap.add_argument("--json")
     ap.add_argument("--repeat", type=int, default=10)
     args = ap.parse_args()
-    shapes = (
-        [tuple(map(int, s.split("x"))) for s in args.shapes.split(",")] if args.shapes else SHAPES
-    )
+    shapes = parse_shapes(args.shapes, SHAPES)
     variants = [int(v) for v in args.nbs.split(",")]
     rs_tables: dict[int, tuple[Route, ...]] = {
         cc: (Route("dq_rs", 1, None),) for cc in table.ROUTE_TABLES
@@ -63,8 +60,7 @@ def main() -> int:
                 out = cp.empty((t, n), dtype=x.dtype)
                 us = {"ref": time_under(table.ROUTE_TABLES, timer, x, w, out)}
                 timer.stream.synchronize()
-                ref = (out.view(cp.uint16).get().astype(np.uint32) << 16).view(np.float32)
-                step = 2.0 ** (np.floor(np.log2(np.max(np.abs(ref)) or 1.0)) - 7)
+                ref = host_f32(out)
                 diffs = {}
                 for v, name in zip(variants, names, strict=True):
                     dq_rs.NB_FORCE = v
@@ -76,9 +72,7 @@ def main() -> int:
                     finally:
                         dq_rs.NB_FORCE = None
                         w.dispatch_cache.clear()
-                    got = (out.view(cp.uint16).get().astype(np.uint32) << 16).view(np.float32)
-                    finite = np.isfinite(got).all() and np.isfinite(ref).all()
-                    d = float(np.max(np.abs(got - ref)) / step) if finite else np.inf
+                    d = bf16_steps(ref, host_f32(out))
                     diffs[name] = d
                     if d > 1.0:
                         bad.append((q.value, n, k, t, name, d))

@@ -17,8 +17,13 @@ import argparse
 import json
 import sys
 
-import numpy as np
-from route_swap import from_t, time_under  # tools/ is the script's sys.path[0]
+from route_swap import (  # tools/ is the script's sys.path[0]
+    bf16_steps,
+    from_t,
+    host_f32,
+    parse_shapes,
+    time_under,
+)
 
 from ninfer import QType
 from ninfer.bench.fixture import random_activations, random_device_weight
@@ -44,9 +49,7 @@ def main() -> int:
     ap.add_argument("--json")
     ap.add_argument("--repeat", type=int, default=10)
     args = ap.parse_args()
-    shapes = (
-        [tuple(map(int, s.split("x"))) for s in args.shapes.split(",")] if args.shapes else SHAPES
-    )
+    shapes = parse_shapes(args.shapes, SHAPES)
     tables = {name: from_t(name, 65) for name in ("dq_gemm", "dq_rs")}
     env = environment(0)
     timer = ColdTimer(3, args.repeat, 256, "graph")
@@ -62,11 +65,8 @@ def main() -> int:
                     out = cp.empty((t, n), dtype=x.dtype)
                     us[name] = time_under(tab, timer, x, w, out)
                     timer.stream.synchronize()
-                    outs[name] = out.view(cp.uint16).get().astype(np.uint32) << 16
-                a, b = (outs[r].view(np.float32) for r in ("dq_gemm", "dq_rs"))
-                # One BF16 step at the output's largest magnitude: 2^(e - 7).
-                step = 2.0 ** (np.floor(np.log2(np.max(np.abs(a)) or 1.0)) - 7)
-                diff = float(np.max(np.abs(a - b)) / step) if np.isfinite(b).all() else float("inf")
+                    outs[name] = host_f32(out)
+                diff = bf16_steps(outs["dq_gemm"], outs["dq_rs"])
                 if diff > 1.0:
                     bad.append((q.value, n, k, t, diff))
                 rows.append({"qtype": q.value, "n": n, "k": k, "t": t, **us, "diff_steps": diff})

@@ -1,13 +1,15 @@
 """Time one public ``linear()`` call under a route table of the tool's choosing.
 
-Shared by the crossover tools (route_crossover.py, prefill_crossover.py): the selector is
-private, so they swap ``ROUTE_TABLES`` as the tests do, and put the real table back
-whatever happens.
+Shared by the crossover tools (route_crossover.py, prefill_crossover.py, dq_rs_tiles.py):
+the selector is private, so they swap ``ROUTE_TABLES`` as the tests do, and put the real
+table back whatever happens; and the check of one route's output against another's.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from ninfer.bench.run import prepared_call
 from ninfer.bench.timer import ColdTimer
@@ -20,6 +22,29 @@ def from_t(route: str, t_from: int) -> dict[int, tuple[Route, ...]]:
     return {
         cc: (Route("dec_q", 1, t_from - 1), Route(route, t_from, None)) for cc in table.ROUTE_TABLES
     }
+
+
+def parse_shapes(text: str, default: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``NxK,...`` as (N, K) pairs; ``default`` when empty."""
+    if not text:
+        return default
+    return [(int(n), int(k)) for n, k in (s.split("x") for s in text.split(","))]
+
+
+def host_f32(out: Any) -> Any:
+    """A BF16 device array as FP32 on the host (exact: BF16 is FP32's upper half)."""
+    return (out.view("uint16").get().astype(np.uint32) << 16).view(np.float32)
+
+
+def bf16_steps(ref: Any, got: Any) -> float:
+    """Largest |got - ref| in BF16 steps at ref's largest magnitude (one step is
+    2^(e - 7)); infinite when either holds a non-finite value. Two routes that round each
+    weight once to BF16 and sum in FP32 differ by the summation order only: more than one
+    step is a defect."""
+    if not (np.isfinite(ref).all() and np.isfinite(got).all()):
+        return float("inf")
+    step = 2.0 ** (np.floor(np.log2(np.max(np.abs(ref)) or 1.0)) - 7)
+    return float(np.max(np.abs(got - ref)) / step)
 
 
 def time_under(
