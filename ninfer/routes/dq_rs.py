@@ -95,10 +95,9 @@ def shared_bytes_for(qtype: QType, nb: int, s: int) -> int:
     return 1024 + s * stage + 128 * ROWS * 2 + 16 * s + 16
 
 
-_QTYPE_BY_ID = {v: k for k, v in QTYPE_ID.items()}
 INSTANCES: tuple[str, ...] = tuple(
-    f"dq_rs<{q}, {stages(_QTYPE_BY_ID[q], nb)}, {nb}>"
-    for q in sorted(QTYPE_ID.values())
+    f"dq_rs<{qid}, {stages(q, nb)}, {nb}>"
+    for q, qid in sorted(QTYPE_ID.items(), key=lambda item: item[1])
     for nb in (1, 2)
 )
 TUNING = (
