@@ -147,6 +147,21 @@ __device__ __forceinline__ u32 bf2_fma(u32 a, u32 b, u32 c) {
   return d;
 }
 constexpr u32 BF2_MAGIC = 0x43004300u, BF2_ONE = 0x3F803F80u, BF2_NEG_ZERO = 0x80008000u;
+// (x & m) | c in one LOP3: m in a register (nib_mask) and c an immediate; with both
+// immediates ptxas emits two LOP3s (one immediate operand each).
+template <u32 C>
+__device__ __forceinline__ u32 lop3_or_and(u32 x, u32 m) {
+  u32 d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(x), "r"(m), "n"(C));
+  return d;
+}
+// 0x000F000F in a register ptxas cannot fold back into an immediate: zero is any
+// non-negative int shifted right by 31 (here kpad, a kernel argument).
+__device__ __forceinline__ u32 nib_mask(int nonneg) {
+  u32 m;
+  asm("xor.b32 %0, %1, 0x000F000F;" : "=r"(m) : "r"((u32)nonneg >> 31));
+  return m;
+}
 // NVFP4 operands carry 2^-8 (rs_frag); the store multiplies it back with the tensor scale.
 // Powers of two: the FP32 sums are the unscaled ones times 2^-8, bit for bit.
 constexpr float NVFP4_DOWN = 256.f;
@@ -197,70 +212,116 @@ __device__ __forceinline__ uint4 lds128(u32 base, u32 off) {
   return v;
 }
 
-// Stage fragments: the four k16 A fragments (a[ks][0..3]) of band `band` for the 64-k
-// stage whose blocks lie at `wst` (codes, then high bits, then scales, each 8 bands; the
-// stage is half j of its 128-k storage stage). Per warp, wgmma's A layout is mma.m16n8k16's:
-// thread (gid, tig) holds rows gid (regs 0, 2) and gid + 8 (regs 1, 3), k 2 tig, 2 tig + 1
-// (regs 0, 1) and 2 tig + 8, 2 tig + 9 (regs 2, 3) of each k16 step. Offsets follow
-// formats.md's storage order. 4-bit codes: lane_codes = the shared address of the thread's
-// codes in slot 0 (band, gid), slot_off = the slot's offset.
-template <int QT>
-__device__ __forceinline__ void rs_frag(const u8* wst, u32 lane_codes, u32 slot_off, int band, int j, int gid,
-                                        int tig, u32 a[4][4]) {
+// One thread's words of one stage, read from shared memory where rs_frag uses them.
+//   q(i): codes, one 16-byte lane block per k16 step (W8: two per step, 2 ks + e; BF16:
+//   step i ^ (gid >> 1)'s four fragment words); h(i): Q5 [k32 chunk][row], Q6 [row][k16
+//   step] high-bit words; s(i): row gid + 8 i's scales (Q4/Q5/Q6 the FP16 scale; W8 the
+//   FP16 scales of groups 2 j, 2 j + 1; NVFP4 the E4M3 bytes of groups 4 j .. 4 j + 3).
+// (Loading a stage's words a stage ahead, right after the previous stage's MMAs, was
+// measured and dropped: within 1 % for Q4 / Q5, 2 % faster for NVFP4, 8-13 % slower for
+// Q6 / W8 / BF16, whose words held across the MMAs' issue are many; at NB = 2 they
+// spilled. docs/perf/prefill_h200.md, "v9".)
+//
+// Offsets follow formats.md's storage order: the stage's blocks lie at `wst` (codes, then
+// high bits, then scales, each 8 bands; the stage is half j of its 128-k storage stage).
+// 4-bit codes: lane_codes = the shared address of the thread's codes in slot 0 (band,
+// gid), slot_off = the slot's offset.
+template <int QT> struct RsSmem {
   using B = RsBand<QT>;
-  const u8* cb = wst + band * B::CODES;
-  const u8* hb = wst + 8 * B::CODES + band * B::QH;
-  const u8* sb = wst + 8 * (B::CODES + B::QH) + band * B::SC;
+  static constexpr int NQ = QT == QT_W8 ? 8 : 4, NH = QT == QT_Q6 ? 8 : QT == QT_Q5 ? 4 : 0;
+  const u8 *cb, *hb, *sb;
+  u32 lane_codes, slot_off;
+  int j, gid, tig;
+  __device__ __forceinline__ RsSmem(const u8* wst, u32 lane_codes_, u32 slot_off_, int band, int j_, int gid_,
+                                    int tig_)
+      : cb(wst + band * B::CODES),
+        hb(wst + 8 * B::CODES + band * B::QH),
+        sb(wst + 8 * (B::CODES + B::QH) + band * B::SC),
+        lane_codes(lane_codes_),
+        slot_off(slot_off_),
+        j(j_),
+        gid(gid_),
+        tig(tig_) {}
+  __device__ __forceinline__ uint4 q(int i) const {
+    if constexpr (QT == QT_BF16) {
+      // Sub-block (2 i + h) of the half: rows gid + 8 i, k 8 h .. 8 h + 7 of step ks at
+      // lane block (gid, ks); the pair 2 tig is its bytes 4 tig .. 4 tig + 3.
+      //
+      // Lane block (gid, ks) starts at byte 64 gid + 16 ks, so one load of step ks by the
+      // whole warp put rows gid, gid + 2, gid + 4, gid + 6 on the same four banks: 4-way
+      // conflicts, 64 shared-memory wavefronts per warp and stage where 16 carry the data
+      // (ncu at c357c42, T = 128: L1 79 % busy, MIO throttle 2.49 per instruction). Load m
+      // of the warp instead reads step m ^ g in each thread (g = gid >> 1): the four rows
+      // of one parity then hit four different bank groups; rs_frag puts the steps back.
+      // Measured on the H200 (BF16 [14336,5120], T = 128): 56.7 us at 5be0201, 53.2 with
+      // this (tools/dq_rs_tiles.py).
+      const u8* p = cb + gid * 64 + 4 * tig + ((i ^ (gid >> 1)) << 4);
+      return make_uint4(*reinterpret_cast<const u32*>(p), *reinterpret_cast<const u32*>(p + 1024),
+                        *reinterpret_cast<const u32*>(p + 512), *reinterpret_cast<const u32*>(p + 1536));
+    } else if constexpr (QT == QT_W8) {
+      // Group (32 k) ks / 2 of the half is 512 bytes; its lane block (gid, 2 (ks & 1) + e)
+      // holds k 16 ks + 8 e .. + 7 of row gid (bytes 0..7) and row gid + 8 (bytes 8..15).
+      const int ks = i >> 1, e = i & 1;
+      return *reinterpret_cast<const uint4*>(cb + (ks >> 1) * 512 + gid * 64 + 32 * (ks & 1) + 16 * e);
+    } else {
+      // 4-bit codes: lane block (gid, ks) of the half holds k 16 ks .. + 15 of row gid
+      // (bytes 0..7) and row gid + 8 (bytes 8..15), two codes per byte, the lower k in
+      // the low nibble.
+      return lds128(lane_codes, slot_off + i * 16);
+    }
+  }
+  // High bits of k 32 c + i, chunk c = 2 j + ks / 2 of the 128-k stage: Q5 one u32 per row
+  // and chunk (bit i), Q6 two (bits 2 i, 2 i + 1 of word i / 16).
+  __device__ __forceinline__ u32 h(int i) const {
+    if constexpr (QT == QT_Q5) return *reinterpret_cast<const u32*>(hb + (gid + 8 * (i & 1)) * 16 + 4 * (2 * j + (i >> 1)));
+    if constexpr (QT == QT_Q6) return *reinterpret_cast<const u32*>(hb + (gid + 8 * (i >> 2)) * 32 + 16 * j + 4 * (i & 3));
+    return 0;
+  }
+  __device__ __forceinline__ u32 s(int i) const {
+    const int row = gid + 8 * i;
+    if constexpr (QT == QT_W8 || QT == QT_NVFP4) return *reinterpret_cast<const u32*>(sb + row * 8 + 4 * j);
+    if constexpr (QT != QT_BF16) return *reinterpret_cast<const unsigned short*>(sb + row * 4 + 2 * j);
+    return 0;
+  }
+};
+// Stage fragments from the stage's words: the four k16 A fragments (a[ks][0..3]). Per
+// warp, wgmma's A layout is mma.m16n8k16's: thread (gid, tig) holds rows gid (regs 0, 2)
+// and gid + 8 (regs 1, 3), k 2 tig, 2 tig + 1 (regs 0, 1) and 2 tig + 8, 2 tig + 9 (regs
+// 2, 3) of each k16 step. nib: 0x000F000F from a register (nib_mask); SPREAD: the code
+// pairs spread by prmt, IMAD and one LOP3 (below).
+template <int QT, bool SPREAD>
+__device__ __forceinline__ void rs_frag(const RsSmem<QT>& r, int gid, int tig, u32 nib, u32 a[4][4]) {
   if constexpr (QT == QT_BF16) {
-    // Sub-block (2 i + h) of the half: rows gid + 8 i, k 8 h .. 8 h + 7 of step ks at
-    // lane block (gid, ks); the pair 2 tig is its bytes 4 tig .. 4 tig + 3.
-    //
-    // Lane block (gid, ks) starts at byte 64 gid + 16 ks, so one load of step ks by the
-    // whole warp put rows gid, gid + 2, gid + 4, gid + 6 on the same four banks: 4-way
-    // conflicts, 64 shared-memory wavefronts per warp and stage where 16 carry the data
-    // (ncu at c357c42, T = 128: L1 79 % busy, MIO throttle 2.49 per instruction). Load m
-    // of the warp instead reads step m ^ g in each thread (g = gid >> 1): the four rows of
-    // one parity then hit four different bank groups. The fragments go back to their
-    // steps by two rounds of selects (swap by bit 1 of g, then by bit 0): 32 selects per
-    // stage on an otherwise idle ALU, for 48 wavefronts. Measured on the H200 (BF16
-    // [14336,5120], T = 128): 56.7 us at 5be0201, 53.2 with this (tools/dq_rs_tiles.py).
+    // r.q(m) holds step m ^ g (RsSmem::q): a[ks] = q[ks ^ g] = q[(ks ^ (g & 2)) ^ (g & 1)],
+    // by two rounds of selects (32 per stage, on an otherwise idle ALU).
     const int g = gid >> 1;
-    const u8* p = cb + gid * 64 + 4 * tig;
+    const bool b1 = g & 2, b0 = g & 1;
     u32 t[4][4];
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
-      const u8* q = p + ((m ^ g) << 4);
-      t[m][0] = *reinterpret_cast<const u32*>(q);
-      t[m][1] = *reinterpret_cast<const u32*>(q + 1024);
-      t[m][2] = *reinterpret_cast<const u32*>(q + 512);
-      t[m][3] = *reinterpret_cast<const u32*>(q + 1536);
+      const uint4 v = r.q(m);
+      t[m][0] = v.x, t[m][1] = v.y, t[m][2] = v.z, t[m][3] = v.w;
     }
-    // t[m] holds step m ^ g: a[ks] = t[ks ^ g] = t[(ks ^ (g & 2)) ^ (g & 1)].
-    const bool b1 = g & 2, b0 = g & 1;
 #pragma unroll
     for (int m = 0; m < 4; ++m)
 #pragma unroll
-      for (int r = 0; r < 4; ++r) a[m][r] = b1 ? t[m ^ 2][r] : t[m][r];
+      for (int k = 0; k < 4; ++k) a[m][k] = b1 ? t[m ^ 2][k] : t[m][k];
 #pragma unroll
     for (int m = 0; m < 4; m += 2)
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const u32 x0 = a[m][r], x1 = a[m + 1][r];
-        a[m][r] = b0 ? x1 : x0;
-        a[m + 1][r] = b0 ? x0 : x1;
+      for (int k = 0; k < 4; ++k) {
+        const u32 x0 = a[m][k], x1 = a[m + 1][k];
+        a[m][k] = b0 ? x1 : x0;
+        a[m + 1][k] = b0 ? x0 : x1;
       }
   } else if constexpr (QT == QT_W8) {
-    // Group (32 k) ks / 2 of the half is 512 bytes; its lane block (gid, 2 (ks & 1) + e)
-    // holds k 16 ks + 8 e .. + 7 of row gid (bytes 0..7) and row gid + 8 (bytes 8..15).
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
-      const int g = 2 * j + (ks >> 1);
-      const float s0 = h2f(*reinterpret_cast<const unsigned short*>(sb + gid * 8 + 2 * g));
-      const float s1 = h2f(*reinterpret_cast<const unsigned short*>(sb + (gid + 8) * 8 + 2 * g));
-      const u8* p = cb + (ks >> 1) * 512 + gid * 64 + 32 * (ks & 1);
+      const int sh = 16 * (ks >> 1);  // group 2 j + ks / 2: the scale word's half
+      const float s0 = h2f((unsigned short)(r.s(0) >> sh)), s1 = h2f((unsigned short)(r.s(1) >> sh));
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const uint4 q = *reinterpret_cast<const uint4*>(p + 16 * e);
+        const uint4 q = r.q(2 * ks + e);
         const u32 r0 = ((tig >> 1) ? q.y : q.x) >> (16 * (tig & 1));  // row gid: bytes 2 tig, + 1
         const u32 r1 = ((tig >> 1) ? q.w : q.z) >> (16 * (tig & 1));  // row gid + 8
         const float l0 = i8_value(r0), h0 = i8_value(r0 >> 8), l1 = i8_value(r1), h1 = i8_value(r1 >> 8);
@@ -269,9 +330,7 @@ __device__ __forceinline__ void rs_frag(const u8* wst, u32 lane_codes, u32 slot_
       }
     }
   } else {
-    // 4-bit codes: lane block (gid, ks) of the half holds k 16 ks .. + 15 of row gid
-    // (bytes 0..7) and row gid + 8 (bytes 8..15), two codes per byte, the lower k in the
-    // low nibble: the pairs 2 tig and 2 tig + 8 are bytes tig and tig + 4.
+    // The pairs 2 tig and 2 tig + 8 are bytes tig and tig + 4 of a lane block's row.
     constexpr u32 OFF = QT == QT_Q4 ? 8u : QT == QT_Q5 ? 16u : 32u;
     constexpr u32 NEG = (0xC300u | OFF) * 0x10001u;  // BF16 -(128 + OFF) in both halves
     // prmt: byte tig of a word to byte 0 (its low nibble: the lower k), byte tig of the
@@ -279,57 +338,59 @@ __device__ __forceinline__ void rs_frag(const u8* wst, u32 lane_codes, u32 slot_
     const u32 sel = tig | ((4 + tig) << 8);
     u32 e0 = 0, e1 = 0;  // NVFP4: the rows' scales times 2^118 as BF16 pairs
     Bf2Scale sc0{}, sc1{};
-    if constexpr (QT != QT_NVFP4) {  // FP16 scale per 64 k: group j of the 128-k stage
-      sc0 = split_scale(h2f(*reinterpret_cast<const unsigned short*>(sb + gid * 4 + 2 * j)));
-      sc1 = split_scale(h2f(*reinterpret_cast<const unsigned short*>(sb + (gid + 8) * 4 + 2 * j)));
-    }
+    if constexpr (QT != QT_NVFP4) sc0 = split_scale(h2f((unsigned short)r.s(0))), sc1 = split_scale(h2f((unsigned short)r.s(1)));
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       if constexpr (QT == QT_NVFP4) {  // E4M3 scale per 16 k: group 4 j + ks
-        e0 = e4m3_up(sb[gid * 8 + 4 * j + ks]);
-        e1 = e4m3_up(sb[(gid + 8) * 8 + 4 * j + ks]);
+        e0 = e4m3_up(r.s(0) >> (8 * ks));
+        e1 = e4m3_up(r.s(1) >> (8 * ks));
       }
-      // High bits of k 32 c + i, chunk c = 2 j + ks / 2 of the 128-k stage: Q5 one u32
-      // per row and chunk (bit i), Q6 two (bits 2 i, 2 i + 1 of word i / 16).
-      // Shifted so that bit 0 holds the low code's first high bit of pair r = 0 (the
-      // pair 2 tig): pair r's bits then start at bit HS (r >> 1).
+      // High bits shifted so that bit 0 holds the low code's first high bit of pair r = 0
+      // (the pair 2 tig): pair r's bits then start at bit HS (r >> 1).
       u32 h0 = 0, h1 = 0;
       if constexpr (QT == QT_Q5) {
-        h0 = *reinterpret_cast<const u32*>(hb + gid * 16 + 4 * (2 * j + (ks >> 1)));
-        h1 = *reinterpret_cast<const u32*>(hb + (gid + 8) * 16 + 4 * (2 * j + (ks >> 1)));
-        h0 >>= 2 * tig + 16 * (ks & 1), h1 >>= 2 * tig + 16 * (ks & 1);
+        h0 = r.h(2 * (ks >> 1)) >> (2 * tig + 16 * (ks & 1));
+        h1 = r.h(2 * (ks >> 1) + 1) >> (2 * tig + 16 * (ks & 1));
       } else if constexpr (QT == QT_Q6) {
-        h0 = *reinterpret_cast<const u32*>(hb + gid * 32 + 8 * (2 * j + (ks >> 1)) + 4 * (ks & 1));
-        h1 = *reinterpret_cast<const u32*>(hb + (gid + 8) * 32 + 8 * (2 * j + (ks >> 1)) + 4 * (ks & 1));
-        h0 >>= 4 * tig, h1 >>= 4 * tig;
+        h0 = r.h(ks) >> (4 * tig);
+        h1 = r.h(4 + ks) >> (4 * tig);
       }
-      const uint4 q = lds128(lane_codes, slot_off + ks * 16);
+      const uint4 q = r.q(ks);
       const u32 w[4] = {q.x, q.z, q.y, q.w};  // regs 0..3: (gid, +0), (gid+8, +0), (gid, +8), (gid+8, +8)
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
+      for (int k = 0; k < 4; ++k) {
         if constexpr (QT == QT_NVFP4) {
           // The pair's codes at bits 0..3 and 16..19; x * 0x1040 = x << 6 + x << 12 (the
           // copies do not overlap) moves each code's magnitude (e1 e0 m) to BF16 bits
           // 8..6 and its sign to bit 15: the E2M1 value times 2^-126 (e = 0, the
           // subnormal 0.5, included). Times the scale times 2^118 the product is the
           // weight times 2^-8, exact (<= 6 significant bits, no overflow: 448 < 2^9).
-          const u32 x = __byte_perm(w[r], w[r] >> 4, sel) & 0x000F000Fu;
-          a[ks][r] = bf2_fma((x * 0x1040u) & 0x81C081C0u, (r & 1) ? e1 : e0, BF2_NEG_ZERO);
+          const u32 x = __byte_perm(w[k], w[k] >> 4, sel) & 0x000F000Fu;
+          a[ks][k] = bf2_fma((x * 0x1040u) & 0x81C081C0u, (k & 1) ? e1 : e0, BF2_NEG_ZERO);
         } else {
           // u = code | high bits << 4 (< 64) of the pair's lower k in bits 0..5, higher k
-          // in bits 16..21, over BF16 128.0: the halves are 128 + u.
-          u32 d = (__byte_perm(w[r], w[r] >> 4, sel) & 0x000F000Fu) | BF2_MAGIC;
+          // in bits 16..21, over BF16 128.0: the halves are 128 + u. SPREAD: the code byte
+          // alone (prmt), times 0x1001 (its high nibble to bit 16; the copies do not
+          // overlap), masked and over 128.0 in one LOP3 with the mask from a register:
+          // two ALU operations and an IMAD where a shift, a prmt and two LOP3s (ALU) had
+          // been; the ALU pipe is the decode's busiest (ncu: 67 % with no MMAs).
+          u32 d;
+          if constexpr (SPREAD) {
+            d = lop3_or_and<BF2_MAGIC>(__byte_perm(w[k], 0u, tig | 0x4440u) * 0x1001u, nib);
+          } else {
+            d = (__byte_perm(w[k], w[k] >> 4, sel) & 0x000F000Fu) | BF2_MAGIC;
+          }
           if constexpr (QT == QT_Q5 || QT == QT_Q6) {
             // y: the pair's HB high bits per code (low code's, then high code's). y times
             // 2^4 + 2^(20 - HB) puts copies at bits 4 and 20 - HB that do not overlap; the
             // mask keeps the low code's bits at 4 and the high code's at 20.
             constexpr int HB = QT == QT_Q5 ? 1 : 2, HS = QT == QT_Q5 ? 8 : 16;
-            const u32 y = (((r & 1) ? h1 : h0) >> (HS * (r >> 1))) & ((1u << (2 * HB)) - 1u);
+            const u32 y = (((k & 1) ? h1 : h0) >> (HS * (k >> 1))) & ((1u << (2 * HB)) - 1u);
             d |= (y * ((1u << 4) | (1u << (20 - HB)))) & (((1u << HB) - 1u) * 0x00100010u);
           }
           const u32 v = bf2_fma(d, BF2_ONE, NEG);  // code value, exact: |v| <= 32
-          const Bf2Scale& sc = (r & 1) ? sc1 : sc0;
-          a[ks][r] = bf2_fma(v, sc.hi, bf2_fma(v, sc.lo, BF2_NEG_ZERO));
+          const Bf2Scale& sc = (k & 1) ? sc1 : sc0;
+          a[ks][k] = bf2_fma(v, sc.hi, bf2_fma(v, sc.lo, BF2_NEG_ZERO));
         }
       }
     }
@@ -379,7 +440,8 @@ __device__ __forceinline__ void rs_store(const float acc[64], bf16_t* cs, int c,
 
 // Block b's iterations of the (tile, stage pair) axis: [start(b), start(b + 1)), a tile's
 // pairs consecutive. Runs begin on multiples of `unit` pairs (2 where a tile has an even
-// number: every run of a tile is then a whole number of ring laps, see below). Each
+// number: at S = 4 every run of a tile is then a whole number of ring laps; at S = 8 a
+// run may end half a lap in, and the lap's unused slots are passed, see below). Each
 // block has at least one unit (the host keeps G <= total / unit).
 struct RsSched {
   long long units;  // total / unit
@@ -505,13 +567,17 @@ __global__ void __launch_bounds__(384, 1)
     for (int h = 0; h < NB; ++h) acc_fence(acc[h]);
   };
   u32 a0[4][4], a1[4][4];
-  const u32 lane_codes = wr0 + band * B::CODES + gid * 64;  // rs_frag's lane block (gid, ks = 0)
+  const u32 lane_codes = wr0 + band * B::CODES + gid * 64;  // RsSmem's lane block (gid, ks = 0)
+  const u32 nib = nib_mask(kpad);
+  // Q6 at NB = 2 spilled in the loop with SPREAD's two more live registers.
+  constexpr bool SPREAD = !(QT == QT_Q6 && NB == 2);
   // Slot s of ring lap `lap`, stage st of the tile: decode into `a` (the other set may
   // still feed the previous stage's MMAs), issue its MMAs, wait for the previous stage's,
   // release that slot.
   auto step = [&](int s, int lap, int st, u32 (&a)[4][4]) {
     mbar_wait(full(s), lap & 1);
-    rs_frag<QT>(wr + s * WST, lane_codes, s * WST, band, s & 1, gid, tig, a);  // a run starts on a lap
+    // Slot s holds a stage of parity s: a run starts on a lap, and S is even.
+    rs_frag<QT, SPREAD>(RsSmem<QT>(wr + s * WST, lane_codes, s * WST, band, s & 1, gid, tig), gid, tig, nib, a);
     fence_acc();
     // The fence takes the fragments as operands, so their definitions stay before it.
     asm volatile("wgmma.fence.sync.aligned;"

@@ -11,8 +11,11 @@
 #   tiles: tools/dq_rs_tiles.py (each dq_rs tile against the table's route; TILE_QTYPES,
 #   TILE_SHAPES, TILE_TS override its defaults);
 #   xover: tools/prefill_crossover.py on XO_QTYPES, XO_SHAPES, XO_TS;
-#   ablate: tools/dq_rs_ablate.py (dq_rs with its decode, MMAs or copies taken out);
+#   ablate: tools/dq_rs_ablate.py (dq_rs with its decode, MMAs or copies taken out;
+#   ABL_POINTS, ABL_VARIANTS override its defaults);
 #   ncu: Nsight Compute sections + stall reasons of dq_rs points (what bounds each miss);
+#   ncuabl: Nsight Compute on dq_rs_ablate variants (NCU_VARIANTS at NCU_POINT): warp
+#   states, per-SASS-instruction stall samples and pipe counters, in $OUT/ncu_abl.tar.gz;
 #   gap: dq_rs vs dq_gemm on N between the suites' 10240 and 14336 (tools/prefill_crossover.py)
 #   heads: the same on the suites' K = 2048 heads ([131072,2048], [248320,2048]), T >= 512
 #   BUNDLE=path/to/repo.bundle: run in a clone of the bundle's HEAD (records carry the
@@ -47,7 +50,7 @@ if has xover; then
 fi
 if has ablate; then
   echo "== ablate (dq_rs without decode / MMA / copies)" | tee -a "$OUT/device.log"
-  timeout 400 $PY tools/dq_rs_ablate.py ${ABL_POINTS:+--points "$ABL_POINTS"} --json "$OUT/dq_rs_ablate.json" \
+  timeout 400 $PY tools/dq_rs_ablate.py ${ABL_POINTS:+--points "$ABL_POINTS"} ${ABL_VARIANTS:+--variants "$ABL_VARIANTS"} ${ABL_REF:+--ref "$ABL_REF"} --json "$OUT/dq_rs_ablate.json" \
     > "$OUT/dq_rs_ablate.txt" 2>&1
   cat "$OUT/dq_rs_ablate.txt" | tee -a "$OUT/device.log"
 fi
@@ -94,6 +97,38 @@ if has ncu; then
     grep -E "^  [a-z_]+<|Duration|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|Executed Ipc A|Compute \(SM\) Th|Memory Throughput" "$f" \
       | head -12 | tee -a "$OUT/device.log"
   done
+fi
+if has ncuabl; then
+  echo "== ncuabl (ncu on dq_rs_ablate variants)" | tee -a "$OUT/device.log"
+  A="$OUT/ncu_abl" && mkdir -p "$A"
+  ncu --query-metrics --chip gh100 > "$A/metrics_gh100.txt" 2>&1
+  # Pipe counters, those of them this ncu knows (an unknown name fails the whole run).
+  MET=""
+  for m in $(grep -oE "^(sm|smsp)__(pipe|inst_executed_pipe)_[a-z0-9_]+" "$A/metrics_gh100.txt" | sort -u); do
+    case $m in *_pred_on*|*_op_*dmma*|*_fp64*) continue ;; esac
+    if [[ $m == *cycles_active* ]]; then MET+="$m.avg.pct_of_peak_sustained_active,"; else MET+="$m.sum,"; fi
+  done
+  MET=${MET%,}
+  echo "pipe metrics: $MET" > "$A/pipe_metrics.txt"
+  for v in ${NCU_VARIANTS:-full nocopy mma_only decode_only}; do
+    for try in 1 2; do
+    timeout 200 ncu --profile-from-start off --clock-control none --kernel-name regex:dq_rs \
+      --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
+      --section InstructionStats --section SchedulerStats --section SourceCounters \
+      ${MET:+--metrics "$MET"} \
+      -f -o "$A/$v" $PY tools/dq_rs_ablate.py --points "${NCU_POINT:-q4:14336x5120:128}" --variants "$v" --profile \
+      > "$A/${v}_run.txt" 2>&1 && break
+    echo "ncu failed on $v with MET (see ${v}_run_first.txt); again without" | tee -a "$OUT/device.log"
+    mv "$A/${v}_run.txt" "$A/${v}_run_first.txt"; MET=""
+    done
+    ncu -i "$A/$v.ncu-rep" --page details --print-details all > "$A/${v}_details.txt" 2>&1
+    ncu -i "$A/$v.ncu-rep" --page raw --csv > "$A/${v}_raw.csv" 2>&1
+    ncu -i "$A/$v.ncu-rep" --page source --csv --print-source sass > "$A/${v}_sass.csv" 2>&1
+    echo "-- $v" | tee -a "$OUT/device.log"
+    grep -E "Duration|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|gmma|pipe_shared|pipe_fma|pipe_alu|pipe_fp16" \
+      "$A/${v}_details.txt" | head -12 | tee -a "$OUT/device.log"
+  done
+  tar -czf "$OUT/ncu_abl.tar.gz" -C "$OUT" ncu_abl && rm -rf "$A"
 fi
 if has gap; then
   echo "== gap (N between 10240 and 14336)" | tee -a "$OUT/device.log"

@@ -16,9 +16,19 @@ MiB flush). The variants compute garbage on purpose (no output is checked):
   and ``skeleton`` (none of the three: the ring's barriers alone);
 - ``ss``: the MMAs with A from shared memory (x's stage stands in), the decode kept;
 - ``nofence``, ``wait2`` (and with ``mma_only``): no ``wgmma.fence`` per stage, or two
-  stages' MMAs in flight (both unsafe for the numbers, timing only).
+  stages' MMAs in flight (both unsafe for the numbers, timing only);
+- ``offset``: the second consumer warpgroup starts ~300 cycles late (the numbers stay
+  right);
+- ``lds1``, ``noscale``, ``lds1_noscale`` (4-bit integer formats): a thread-contiguous
+  code plane's loads and extraction, the codes unscaled, both (timing only);
+- ``ldsT``: lane blocks ordered (k step, gid) (timing only).
 
     python tools/dq_rs_ablate.py [--points q4:14336x5120:128,...] [--variants full,nodecode]
+        [--ref earlier_dq_rs_assembled.cu]
+
+``--profile``: no timing; each variant's call on each point runs once more between
+cudaProfilerStart/Stop (for ``ncu --profile-from-start off``: one profiled dq_rs
+launch per variant and point, in the order given).
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ from route_swap import time_under  # tools/ is the script's sys.path[0]
 from ninfer import Policy, QType
 from ninfer.bench.fixture import random_activations, random_device_weight
 from ninfer.bench.results import environment
+from ninfer.bench.run import prepared_call
 from ninfer.bench.timer import ColdTimer
 from ninfer.routes import Problem, launch, select, table
 from ninfer.runtime import compile as rt_compile
@@ -40,8 +51,8 @@ from ninfer.runtime.sources import assembled_source
 
 # (the text as in kernels/dq_rs.cu, its replacement): each must occur exactly once.
 _DECODE = (
-    "    rs_frag<QT>(wr + s * WST, lane_codes, s * WST, band, s & 1, gid, tig, a);",
-    "    (void)lane_codes;",
+    "    rs_frag<QT, SPREAD>(RsSmem<QT>(wr + s * WST, lane_codes, s * WST, band, s & 1, gid, tig), gid, tig, nib, a);",
+    "    (void)lane_codes, (void)nib;",
 )
 # Without the MMAs nothing reads the fragments in PTX (the fence's operands are NVVM's
 # only), and ptxas drops the decode: a sum of them, stored on a condition that never
@@ -123,6 +134,58 @@ _WAIT2 = [
         'asm volatile("wgmma.wait_group.sync.aligned 2;" ::: "memory");',
     )
 ]
+# The second consumer warpgroup starts ~300 cycles (about half a stage of its decode)
+# after the first: whether the two stay in step (both decoding, then both multiplying) or
+# drift apart once started apart (timing only: the numbers are the kernel's).
+_OFFSET = [
+    (
+        "  int lap = 0;  // ring laps begun, as the copy thread fills them",
+        "  int lap = 0;  // ring laps begun, as the copy thread fills them\n"
+        "  if (c == 1) { const long long c0 = clock64(); while (clock64() - c0 < 300) {} }",
+    )
+]
+# What a code plane stored thread-contiguous would cost (timing only: the codes are read
+# from the wrong bytes): each thread's 16 bytes of a 64-k stage in one conflict-free
+# LDS.128 (a warp reads 512 contiguous bytes: 4 wavefronts a stage instead of 16), and a
+# fragment register's two codes at nibbles j and j + 4 of the k step's word (a shift and
+# one LOP3, instead of a prmt, an IMAD and a LOP3).
+_LDS1 = [
+    (
+        "    const u32 sel = tig | ((4 + tig) << 8);",
+        "    const u32 sel = tig | ((4 + tig) << 8);\n"
+        "    const uint4 qq = lds128(r.lane_codes + 16 * tig, r.slot_off);",
+    ),
+    (
+        "      const uint4 q = r.q(ks);\n      const u32 w[4] = {q.x, q.z, q.y, q.w};",
+        "      const u32 W = ks == 0 ? qq.x : ks == 1 ? qq.y : ks == 2 ? qq.z : qq.w;\n"
+        "      const u32 w[4] = {W, W >> 4, W >> 8, W >> 12};",
+    ),
+    (
+        "            d = lop3_or_and<BF2_MAGIC>(__byte_perm(w[k], 0u, tig | 0x4440u) * 0x1001u, nib);",
+        "            d = lop3_or_and<BF2_MAGIC>(w[k], nib);",
+    ),
+]
+# The code plane's lane blocks ordered (k step, gid) instead of (gid, k step) (timing
+# only: the wrong bytes): a warp's LDS.128 of one k step then reads 128 contiguous bytes,
+# each 16 by the four threads of a quad, instead of eight blocks 64 bytes apart.
+_LDST = [
+    (
+        "  const u32 lane_codes = wr0 + band * B::CODES + gid * 64;",
+        "  const u32 lane_codes = wr0 + band * B::CODES + gid * 16;",
+    ),
+    (
+        "      return lds128(lane_codes, slot_off + i * 16);",
+        "      return lds128(lane_codes, slot_off + i * 128);",
+    ),
+]
+# The integer formats' codes into the MMA unscaled (timing only): what the two BF16
+# scale operations per fragment register cost.
+_NOSCALE = [
+    (
+        "          a[ks][k] = bf2_fma(v, sc.hi, bf2_fma(v, sc.lo, BF2_NEG_ZERO));",
+        "          a[ks][k] = v; (void)sc;",
+    )
+]
 VARIANTS: dict[str, list[tuple[str, str]]] = {
     "full": [],
     "nodecode": [_DECODE],
@@ -136,6 +199,11 @@ VARIANTS: dict[str, list[tuple[str, str]]] = {
     "wait2": _WAIT2,
     "mma_only_nofence": [_DECODE, *_COPY, *_NOFENCE],
     "mma_only_wait2": [_DECODE, *_COPY, *_WAIT2],
+    "offset": _OFFSET,
+    "lds1": _LDS1,
+    "noscale": _NOSCALE,
+    "lds1_noscale": [*_LDS1, *_NOSCALE],
+    "ldsT": _LDST,
 }
 POINTS = "q4:14336x5120:128,q4:14336x5120:256,q4:14336x5120:1024,q6:14336x5120:128,nvfp4:14336x5120:128,bf16:14336x5120:128"
 
@@ -153,9 +221,32 @@ def patched(patches: list[tuple[str, str]]) -> Callable[[str], str]:
     return source
 
 
+def _with_dq_rs(text: str) -> Callable[[str], str]:
+    def source(name: str) -> str:
+        return text if name == "dq_rs" else assembled_source(name)
+
+    return source
+
+
 def _check(p: Problem) -> None:
     if select(p).name != "dq_rs":
         raise SystemExit(f"dq_rs_ablate: {p} is not a dq_rs call")
+
+
+def _profiled(timer: ColdTimer, x: object, w: object, out: object) -> float:
+    """One untimed call (compile, plan), then one between cudaProfilerStart/Stop."""
+    import cupy as cp
+
+    with timer.stream:
+        call = prepared_call(x, w, out)
+    call()
+    timer.flush()
+    cp.cuda.Device().synchronize()
+    cp.cuda.profiler.start()
+    call()
+    cp.cuda.Device().synchronize()
+    cp.cuda.profiler.stop()
+    return float("nan")
 
 
 def main() -> int:
@@ -164,6 +255,13 @@ def main() -> int:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--json")
     ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument(
+        "--profile", action="store_true", help="one profiled call per variant, no timing"
+    )
+    ap.add_argument(
+        "--ref",
+        help="an assembled dq_rs source (e.g. an earlier commit's): timed as variant 'ref' beside the others",
+    )
     args = ap.parse_args()
     points = []
     for spec in args.points.split(","):
@@ -175,6 +273,10 @@ def main() -> int:
     weights = {(q, n, k): random_device_weight(q, n, k, seed=7) for q, n, k, _ in points}
     rows: list[dict[str, object]] = []
     variants = args.variants.split(",")
+    if args.ref:
+        with open(args.ref) as f:
+            ref_text = f.read()
+        variants.append("ref")
     print("qtype N K T " + " ".join(f"{v}_us" for v in variants))
     results: dict[tuple[QType, int, int, int], dict[str, float]] = {p: {} for p in points}
     import cupy as cp
@@ -183,7 +285,10 @@ def main() -> int:
     for q, n, k, t in points:
         _check(Problem(q, Policy.A16, n, k, t, cc))
     for v in variants:
-        rt_compile.assembled_source = patched(VARIANTS[v])  # type: ignore[assignment]
+        if v == "ref":
+            rt_compile.assembled_source = _with_dq_rs(ref_text)  # type: ignore[assignment]
+        else:
+            rt_compile.assembled_source = patched(VARIANTS[v])  # type: ignore[assignment]
         rt_compile._cache.clear()
         launch._kernels.clear()
         try:
@@ -192,7 +297,10 @@ def main() -> int:
                 w.dispatch_cache.clear()  # plans hold the kernel they were built with
                 x = random_activations(t, k)
                 out = cp.empty((t, n), dtype=x.dtype)
-                results[(q, n, k, t)][v] = time_under(table.ROUTE_TABLES, timer, x, w, out)
+                if args.profile:
+                    results[(q, n, k, t)][v] = _profiled(timer, x, w, out)
+                else:
+                    results[(q, n, k, t)][v] = time_under(table.ROUTE_TABLES, timer, x, w, out)
         finally:
             rt_compile.assembled_source = assembled_source
             rt_compile._cache.clear()
