@@ -12,7 +12,11 @@
 //   decodes band w (16 rows) of a stage into four k16 A fragments and issues
 //   wgmma.m64n128k16 per k16 step and 128-token half, A from registers, B (x) from
 //   shared memory. Stage st's MMAs run while the warp decodes stage st + 1 (two
-//   fragment sets; wgmma.wait_group 1), so the decode hides under the tensor cores.
+//   fragment sets; wgmma.wait_group 1), so that the decode can run under the tensor
+//   cores. Measured, it mostly does not: the MMAs' reads of x, the decode's loads and
+//   the TMA writes oversubscribe the SM's shared-memory pipe, and at NB = 1 the decode
+//   alone takes longer than the MMAs (docs/perf/prefill_h200.md, "Why the decode and
+//   the MMAs do not overlap").
 // - warpgroup 2: one thread issues the copies — per stage one TMA box of x (64 k x 128 NB
 //   tokens, 128-byte swizzle; out-of-bounds tokens and columns read as zero) and one box
 //   per weight plane (the stage's blocks of the tile's 8 bands, as stored: formats.md),
@@ -218,9 +222,9 @@ __device__ __forceinline__ uint4 lds128(u32 base, u32 off) {
 //   step] high-bit words; s(i): row gid + 8 i's scales (Q4/Q5/Q6 the FP16 scale; W8 the
 //   FP16 scales of groups 2 j, 2 j + 1; NVFP4 the E4M3 bytes of groups 4 j .. 4 j + 3).
 // (Loading a stage's words a stage ahead, right after the previous stage's MMAs, was
-// measured and dropped: within 1 % for Q4 / Q5, 2 % faster for NVFP4, 8-13 % slower for
-// Q6 / W8 / BF16, whose words held across the MMAs' issue are many; at NB = 2 they
-// spilled. docs/perf/prefill_h200.md, "v9".)
+// measured and dropped: Q4 / Q5 1-3 % slower, NVFP4 2 % faster, Q6 / W8 / BF16 13-14 %
+// slower, whose words held across the MMAs' issue are many; at NB = 2 they spilled.
+// docs/perf/prefill_h200.md, versions table, "stage words a stage ahead".)
 //
 // Offsets follow formats.md's storage order: the stage's blocks lie at `wst` (codes, then
 // high bits, then scales, each 8 bands; the stage is half j of its 128-k storage stage).
