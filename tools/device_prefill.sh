@@ -6,13 +6,15 @@
 #
 # Usage (repo root): bash tools/device_prefill.sh [steps]
 #   steps: any of conformance rstest tune tables sweeps report ncu gap heads tiles xover ablate
+#   ncuabl
 #   (default: conformance tune tables sweeps report)
 #   rstest: tests/gpu/test_dq_rs.py alone (a kernel change's first check);
 #   tiles: tools/dq_rs_tiles.py (each dq_rs tile against the table's route; TILE_QTYPES,
 #   TILE_SHAPES, TILE_TS override its defaults);
 #   xover: tools/prefill_crossover.py on XO_QTYPES, XO_SHAPES, XO_TS;
 #   ablate: tools/dq_rs_ablate.py (dq_rs with its decode, MMAs or copies taken out;
-#   ABL_POINTS, ABL_VARIANTS override its defaults);
+#   ABL_POINTS, ABL_VARIANTS override its defaults; ABL_REF=file times an assembled
+#   dq_rs source beside them, e.g. an earlier commit's);
 #   ncu: Nsight Compute sections + stall reasons of dq_rs points (what bounds each miss);
 #   ncuabl: Nsight Compute on dq_rs_ablate variants (NCU_VARIANTS at NCU_POINT): warp
 #   states, per-SASS-instruction stall samples and pipe counters, in $OUT/ncu_abl.tar.gz;
@@ -23,6 +25,8 @@
 #   (tools/device_regress.sh conformance baseline) first.
 set -uo pipefail
 SCRIPT=tools/device_prefill.sh CLONE=/tmp/ninfer-prefill-clone
+# A relative ABL_REF names a file of this tree; BUNDLE mode runs in a clone elsewhere.
+if [ -n "${ABL_REF:-}" ]; then ABL_REF=$(realpath "$ABL_REF") && export ABL_REF; fi
 # shellcheck source=tools/device_lib.sh
 source "$(dirname "$0")/device_lib.sh"
 device_setup "$@"
@@ -110,17 +114,22 @@ if has ncuabl; then
   done
   MET=${MET%,}
   echo "pipe metrics: $MET" > "$A/pipe_metrics.txt"
-  for v in ${NCU_VARIANTS:-full nocopy mma_only decode_only}; do
-    for try in 1 2; do
+  # One variant under ncu; $1: the extra metrics ("" for the sections alone).
+  ncu_variant() {
     timeout 200 ncu --profile-from-start off --clock-control none --kernel-name regex:dq_rs \
       --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
       --section InstructionStats --section SchedulerStats --section SourceCounters \
-      ${MET:+--metrics "$MET"} \
-      -f -o "$A/$v" $PY tools/dq_rs_ablate.py --points "${NCU_POINT:-q4:14336x5120:128}" --variants "$v" --profile \
-      > "$A/${v}_run.txt" 2>&1 && break
-    echo "ncu failed on $v with MET (see ${v}_run_first.txt); again without" | tee -a "$OUT/device.log"
-    mv "$A/${v}_run.txt" "$A/${v}_run_first.txt"; MET=""
-    done
+      ${1:+--metrics "$1"} \
+      -f -o "$A/$v" $PY tools/dq_rs_ablate.py --points "${NCU_POINT:-q4:14336x5120:128}" --variants "$v" --profile
+  }
+  for v in ${NCU_VARIANTS:-full nocopy mma_only decode_only}; do
+    if ! ncu_variant "$MET" > "$A/${v}_run.txt" 2>&1; then
+      # Once more without the pipe counters (an unknown name fails the whole run); the
+      # variant's files then lack them, which its log says.
+      echo "ncu failed on $v (${v}_run.txt); ${MET:+again without the pipe counters}" | tee -a "$OUT/device.log"
+      if [ -n "$MET" ]; then ncu_variant "" > "$A/${v}_run_nomet.txt" 2>&1 || echo "ncu failed again on $v" | tee -a "$OUT/device.log"; fi
+    fi
+    [ -f "$A/$v.ncu-rep" ] || continue
     ncu -i "$A/$v.ncu-rep" --page details --print-details all > "$A/${v}_details.txt" 2>&1
     ncu -i "$A/$v.ncu-rep" --page raw --csv > "$A/${v}_raw.csv" 2>&1
     ncu -i "$A/$v.ncu-rep" --page source --csv --print-source sass > "$A/${v}_sass.csv" 2>&1

@@ -19,8 +19,10 @@ MiB flush). The variants compute garbage on purpose (no output is checked):
   stages' MMAs in flight (both unsafe for the numbers, timing only);
 - ``offset``: the second consumer warpgroup starts ~300 cycles late (the numbers stay
   right);
-- ``lds1``, ``noscale``, ``lds1_noscale`` (4-bit integer formats): a thread-contiguous
-  code plane's loads and extraction, the codes unscaled, both (timing only);
+- ``lds1``, ``noscale``, ``lds1_noscale`` (Q4, Q5, Q6 only): a thread-contiguous code
+  plane's loads and extraction, the codes unscaled (which also drops the scales' loads
+  and conversion), both (timing only). NVFP4 gets ``lds1``'s loads but keeps its own
+  extraction, and ``noscale`` leaves it unchanged;
 - ``ldsT``: lane blocks ordered (k step, gid) (timing only).
 
     python tools/dq_rs_ablate.py [--points q4:14336x5120:128,...] [--variants full,nodecode]
@@ -164,6 +166,11 @@ _LDS1 = [
         "            d = lop3_or_and<BF2_MAGIC>(__byte_perm(w[k], 0u, tig | 0x4440u) * 0x1001u, nib);",
         "            d = lop3_or_and<BF2_MAGIC>(w[k], nib);",
     ),
+    # (Q6 at NB = 2 compiles the other branch: the same extraction there.)
+    (
+        "            d = (__byte_perm(w[k], w[k] >> 4, sel) & 0x000F000Fu) | BF2_MAGIC;",
+        "            d = lop3_or_and<BF2_MAGIC>(w[k], nib);",
+    ),
 ]
 # The code plane's lane blocks ordered (k step, gid) instead of (gid, k step) (timing
 # only: the wrong bytes): a warp's LDS.128 of one k step then reads 128 contiguous bytes,
@@ -234,16 +241,19 @@ def _check(p: Problem) -> None:
 
 
 def _profiled(timer: ColdTimer, x: object, w: object, out: object) -> float:
-    """One untimed call (compile, plan), then one between cudaProfilerStart/Stop."""
+    """Two untimed calls (``prepared_call``'s first: compile, plan; then a warm one),
+    the L2 flush, then one call between cudaProfilerStart/Stop, all on the timer's
+    stream as the timed runs."""
     import cupy as cp
 
     with timer.stream:
         call = prepared_call(x, w, out)
-    call()
+        call()
     timer.flush()
     cp.cuda.Device().synchronize()
     cp.cuda.profiler.start()
-    call()
+    with timer.stream:
+        call()
     cp.cuda.Device().synchronize()
     cp.cuda.profiler.stop()
     return float("nan")
