@@ -45,7 +45,7 @@ from route_swap import time_under  # tools/ is the script's sys.path[0]
 from ninfer import Policy, QType
 from ninfer.bench.fixture import random_activations, random_device_weight
 from ninfer.bench.results import environment
-from ninfer.bench.run import prepared_call
+from ninfer.bench.run import prepared_call, profile_one
 from ninfer.bench.timer import ColdTimer
 from ninfer.routes import Problem, launch, select, table
 from ninfer.runtime import compile as rt_compile
@@ -222,10 +222,7 @@ def patched(patches: list[tuple[str, str]]) -> Callable[[str], str]:
             raise SystemExit(f"dq_rs_ablate: patch target not found once in dq_rs.cu: {old!r}")
         text = text.replace(old, new)
 
-    def source(name: str) -> str:
-        return text if name == "dq_rs" else assembled_source(name)
-
-    return source
+    return _with_dq_rs(text)
 
 
 def _with_dq_rs(text: str) -> Callable[[str], str]:
@@ -238,25 +235,6 @@ def _with_dq_rs(text: str) -> Callable[[str], str]:
 def _check(p: Problem) -> None:
     if select(p).name != "dq_rs":
         raise SystemExit(f"dq_rs_ablate: {p} is not a dq_rs call")
-
-
-def _profiled(timer: ColdTimer, x: object, w: object, out: object) -> float:
-    """Two untimed calls (``prepared_call``'s first: compile, plan; then a warm one),
-    the L2 flush, then one call between cudaProfilerStart/Stop, all on the timer's
-    stream as the timed runs."""
-    import cupy as cp
-
-    with timer.stream:
-        call = prepared_call(x, w, out)
-        call()
-    timer.flush()
-    cp.cuda.Device().synchronize()
-    cp.cuda.profiler.start()
-    with timer.stream:
-        call()
-    cp.cuda.Device().synchronize()
-    cp.cuda.profiler.stop()
-    return float("nan")
 
 
 def main() -> int:
@@ -308,7 +286,9 @@ def main() -> int:
                 x = random_activations(t, k)
                 out = cp.empty((t, n), dtype=x.dtype)
                 if args.profile:
-                    results[(q, n, k, t)][v] = _profiled(timer, x, w, out)
+                    with timer.stream:  # as the timed runs
+                        profile_one(timer, prepared_call(x, w, out))
+                    results[(q, n, k, t)][v] = float("nan")
                 else:
                     results[(q, n, k, t)][v] = time_under(table.ROUTE_TABLES, timer, x, w, out)
         finally:

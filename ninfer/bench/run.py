@@ -142,7 +142,7 @@ def run_points(args: argparse.Namespace, points: list[BenchPoint]) -> int:
             try:
                 call = prepared_call(xbuf[: p.t], w, obuf[: p.t], policy)
                 if args.profile:
-                    return _profile_one(timer, call)
+                    return profile_one(timer, call)
                 s = timer.time(call)
                 host = timer.host_dispatch_us(call, n=min(args.repeat, 20))
             except Exception as e:
@@ -281,7 +281,10 @@ def _time_peer(peer: str, timer: ColdTimer, n: int, k: int, t: int) -> Any:
     return timer.time(call)
 
 
-def _profile_one(timer: ColdTimer, call: Any) -> int:
+def profile_one(timer: ColdTimer, call: Any) -> int:
+    """``timer.warmup`` untimed calls, the L2 flush, then one call between
+    cudaProfilerStart/Stop (for ``ncu --profile-from-start off``); ``--profile`` and
+    tools/dq_rs_ablate.py's."""
     import cupy as cp
 
     for _ in range(timer.warmup):
