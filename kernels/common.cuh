@@ -84,12 +84,48 @@ __device__ __forceinline__ u32 smem_u32(const void* p) {
 __device__ __forceinline__ size_t band_base(int n, int row_bytes) {
   return (size_t)(n & ~15) * (size_t)row_bytes;
 }
-// Byte address of 8 contiguous row bytes [8 tig, 8 tig + 8) of slab j of stage st,
-// 4-bit codes (64 bytes per row per stage).
-__device__ __forceinline__ const u8* codes4_at(const WPlanes& p, int n, int st, int j, int tig) {
-  const int r = n & 15;
-  return p.qs + band_base(n, p.kpad / 2) + st * 1024 + j * 512 + ((r & 7) * 4 + tig) * 16 + (r >> 3) * 8;
+
+// BF16 pair FMA (fma.rn.bf16x2, sm_80+): the exact a * b + c, rounded once.
+__device__ __forceinline__ u32 bf2_fma(u32 a, u32 b, u32 c) {
+  u32 d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
 }
+constexpr u32 BF2_MAGIC = 0x43004300u, BF2_ONE = 0x3F803F80u, BF2_NEG_ZERO = 0x80008000u;
+
+// NVFP4 operands carry 2^-8 (dq_rs's rs_frag, dec_q's Dec<QT_NVFP4>: e2m1 x e4m3_up);
+// the store multiplies it back with the tensor scale. Powers of two: the FP32 sums are
+// the unscaled ones times 2^-8, bit for bit.
+constexpr float NVFP4_DOWN = 256.f;
+// An E4M3 scale byte times 2^118 as a BF16 pair (exact: 4 significant bits, at most
+// 448 * 2^118 < 2^127). Its bits (e: 4, m: 3) placed at BF16's exponent LSBs and
+// mantissa MSBs are the value times 2^-120, the same for a subnormal E4M3 (e = 0), which
+// lands on a BF16 subnormal; two exact BF16 multiplies by 2^119 follow. BF16 arithmetic
+// keeps subnormals; FP32's would not: CuPy compiles with -ftz=true.
+__device__ __forceinline__ u32 e4m3_up(u32 c) {
+  constexpr u32 UP = 0x7B007B00u;  // BF16 2^119 (exponent field 246) in both halves
+  const u32 b = ((c & 0x7Fu) << 4) | ((c & 0x80u) << 8);
+  return bf2_fma(bf2_fma(b * 0x10001u, UP, BF2_NEG_ZERO), UP, BF2_NEG_ZERO);
+}
+
+// 4-bit codes (formats.md, "Storage order"): lane block (gid, tig) of a slab is 16 bytes
+// at (gid * 4 + tig) * 16, one 32-bit word per k step ks whose nibbles r and r + 4 hold
+// the MMA's A register r's codes (rows gid + 8 (r & 1), k 16 ks + 8 (r >> 1) + 2 tig and
+// + 1). Shifted down by 4 r and masked, the pair's lower k sits in bits 0..3 and its
+// higher k in bits 16..19: the two halves of a BF16 pair.
+__device__ __forceinline__ u32 nib_pair(u32 w, int r) { return (w >> (4 * r)) & 0x000F000Fu; }
+
+// Q5 / Q6 high bits (formats.md): a lane's 32-bit high-bit word holds register x's
+// (x = 4 ks + r; Q6: 4 (ks % 2) + r, one word per two k steps) lower-k bits at HB x and
+// its higher-k bits at 16 + HB x. Shifted by 4 - HB x and masked they sit at bits 4 and
+// 20, right above nib_pair's nibbles (x is a compile-time constant: one shift, one mask).
+template <int HB>
+__device__ __forceinline__ u32 hi_at(u32 h, int x) {
+  constexpr u32 M = HB == 1 ? 0x00100010u : 0x00300030u;
+  const int sh = 4 - HB * x;
+  return (sh >= 0 ? h << sh : h >> -sh) & M;
+}
+
 // Address of a row's byte c (of sb bytes per stage) in a "rows"-ordered plane.
 __device__ __forceinline__ const u8* rows_at(const u8* plane, int n, int row_bytes, int sb, int c) {
   return plane + band_base(n, row_bytes) + (c / sb) * 16 * sb + (n & 15) * sb + (c % sb);
@@ -107,24 +143,32 @@ template <int QT> struct Fmt;
 // the bits of 2^23 + c, minus 2^23 (one LOP and one FADD).
 __device__ __forceinline__ float u2f_exact(u32 c) { return __uint_as_float(0x4B000000u | c) - 8388608.f; }
 
-__device__ __forceinline__ void unpack_nibbles(uint4 q, float v[32], float off) {
-  const u32 w[4] = {q.x, q.y, q.z, q.w};
+// The code words of chunk c (k = 32 c .. 32 c + 31) of row n, 4-bit codes: the chunk is k
+// steps ks = 2 (c & 1) + dk (dk = 0, 1) of slab j, so its code at m = 16 dk + 8 e +
+// 2 tig + p is nibble i + 2 e + 4 p of word ks of lane block (gid, tig) (nib_pair). w[tig]
+// [dk] is that word shifted down by 4 i: the code then sits at bits 8 e + 16 p. (Rows gid
+// and gid + 8 share the words: the two threads' loads are one.)
+__device__ __forceinline__ void load_codes4(const WPlanes& p, int n, int c, u32 w[4][2]) {
+  const int st = c >> 2, j = (c >> 1) & 1, r = n & 15;
+  const u8* base = p.qs + band_base(n, p.kpad / 2) + st * 1024 + j * 512 + (r & 7) * 64 + 8 * (c & 1);
 #pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      u32 b = (w[i] >> (8 * j)) & 0xffu;
-      v[8 * i + 2 * j] = __uint_as_float(0x4B000000u | (b & 15u)) - (8388608.f + off);
-      v[8 * i + 2 * j + 1] = __uint_as_float(0x4B000000u | (b >> 4)) - (8388608.f + off);
-    }
+  for (int tig = 0; tig < 4; ++tig) {
+    const uint2 q = __ldg(reinterpret_cast<const uint2*>(base + 16 * tig));
+    w[tig][0] = q.x >> (4 * (r >> 3));
+    w[tig][1] = q.y >> (4 * (r >> 3));
+  }
+}
+// Code m of the chunk from load_codes4's words.
+__device__ __forceinline__ u32 code4(const u32 w[4][2], int m) {
+  const int dk = m >> 4, e = (m >> 3) & 1, tig = (m >> 1) & 3, p = m & 1;
+  return (w[tig][dk] >> (8 * e + 16 * p)) & 15u;
 }
 
-// The 16 code bytes of chunk c of row n (4-bit formats): two 8-byte pieces.
-__device__ __forceinline__ uint4 load_codes4(const WPlanes& p, int n, int c) {
-  const int st = c >> 2, j = (c >> 1) & 1, t = 2 * (c & 1);
-  const uint2 a = __ldg(reinterpret_cast<const uint2*>(codes4_at(p, n, st, j, t)));
-  const uint2 b = __ldg(reinterpret_cast<const uint2*>(codes4_at(p, n, st, j, t + 1)));
-  return make_uint4(a.x, a.y, b.x, b.y);
+__device__ __forceinline__ void unpack_nibbles(const WPlanes& p, int n, int c, float v[32], float off) {
+  u32 w[4][2];
+  load_codes4(p, n, c, w);
+#pragma unroll
+  for (int m = 0; m < 32; ++m) v[m] = __uint_as_float(0x4B000000u | code4(w, m)) - (8388608.f + off);
 }
 
 __device__ __forceinline__ float fp16_scale(const u8* sc, int n, int kpad, int group, int g) {
@@ -135,20 +179,35 @@ __device__ __forceinline__ float fp16_scale(const u8* sc, int n, int kpad, int g
 template <> struct Fmt<QT_Q4> {
   static constexpr int GROUP = 64;
   __device__ __forceinline__ static void codes(const WPlanes& p, int n, int c, float v[32]) {
-    unpack_nibbles(load_codes4(p, n, c), v, 8.f);
+    unpack_nibbles(p, n, c, v, 8.f);
   }
   __device__ __forceinline__ static float scale(const WPlanes& p, int n, int g) {
     return fp16_scale(p.sc, n, p.kpad, 64, g);
   }
 };
 
+// Q5 / Q6 high bits of chunk c of row n: lane block (gid, tig)'s word(s) of slab j, as
+// load_codes4's (k steps ks = 2 (c & 1) + dk): code m = 16 dk + 8 e + 2 tig + p's bits
+// are (hi_at) Q5 bit 16 p + 4 ks + 2 e + i of the lane's word, Q6 field 8 p + 4 dk + 2 e
+// + i of the lane's word c & 1.
+__device__ __forceinline__ const u8* high_at(const WPlanes& p, int n, int c, int hb, int tig) {
+  const int st = c >> 2, j = (c >> 1) & 1, r = n & 15;
+  return p.qh + band_base(n, p.kpad / 8 * hb) + st * 256 * hb + j * 128 * hb + ((r & 7) * 4 + tig) * 4 * hb;
+}
+
 template <> struct Fmt<QT_Q5> {
   static constexpr int GROUP = 64;
   __device__ __forceinline__ static void codes(const WPlanes& p, int n, int c, float v[32]) {
-    unpack_nibbles(load_codes4(p, n, c), v, 16.f);
-    const u32 hb = __ldg(reinterpret_cast<const u32*>(rows_at(p.qh, n, p.kpad / 8, 16, 4 * c)));
+    unpack_nibbles(p, n, c, v, 16.f);
+    u32 h[4];
 #pragma unroll
-    for (int i = 0; i < 32; ++i) v[i] += u2f_exact(((hb >> i) & 1u) << 4);
+    for (int t = 0; t < 4; ++t)  // down by 8 (c & 1) + i: bit 16 p + 4 dk + 2 e
+      h[t] = __ldg(reinterpret_cast<const u32*>(high_at(p, n, c, 1, t))) >> (8 * (c & 1) + ((n >> 3) & 1));
+#pragma unroll
+    for (int m = 0; m < 32; ++m) {
+      const int dk = m >> 4, e = (m >> 3) & 1, t = (m >> 1) & 3, q = m & 1;
+      v[m] += u2f_exact(((h[t] >> (16 * q + 4 * dk + 2 * e)) & 1u) << 4);
+    }
   }
   __device__ __forceinline__ static float scale(const WPlanes& p, int n, int g) {
     return fp16_scale(p.sc, n, p.kpad, 64, g);
@@ -158,12 +217,15 @@ template <> struct Fmt<QT_Q5> {
 template <> struct Fmt<QT_Q6> {
   static constexpr int GROUP = 64;
   __device__ __forceinline__ static void codes(const WPlanes& p, int n, int c, float v[32]) {
-    unpack_nibbles(load_codes4(p, n, c), v, 32.f);
-    const uint2 hb = __ldg(reinterpret_cast<const uint2*>(rows_at(p.qh, n, p.kpad / 4, 32, 8 * c)));
+    unpack_nibbles(p, n, c, v, 32.f);
+    u32 h[4];
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      v[i] += u2f_exact(((hb.x >> (2 * i)) & 3u) << 4);
-      v[16 + i] += u2f_exact(((hb.y >> (2 * i)) & 3u) << 4);
+    for (int t = 0; t < 4; ++t)
+      h[t] = __ldg(reinterpret_cast<const u32*>(high_at(p, n, c, 2, t) + 4 * (c & 1))) >> (2 * ((n >> 3) & 1));
+#pragma unroll
+    for (int m = 0; m < 32; ++m) {
+      const int dk = m >> 4, e = (m >> 3) & 1, t = (m >> 1) & 3, q = m & 1;
+      v[m] += u2f_exact(((h[t] >> (16 * q + 8 * dk + 4 * e)) & 3u) << 4);
     }
   }
   __device__ __forceinline__ static float scale(const WPlanes& p, int n, int g) {
@@ -195,12 +257,10 @@ template <> struct Fmt<QT_W8> {
 template <> struct Fmt<QT_NVFP4> {
   static constexpr int GROUP = 16;
   __device__ __forceinline__ static void codes(const WPlanes& p, int n, int c, float v[32]) {
-    const uint4 q = load_codes4(p, n, c);
-    const u32 w[4] = {q.x, q.y, q.z, q.w};
+    u32 w[4][2];
+    load_codes4(p, n, c, w);
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int j = 0; j < 8; ++j) v[8 * i + j] = e2m1_to_f((w[i] >> (4 * j)) & 15u);
+    for (int m = 0; m < 32; ++m) v[m] = e2m1_to_f(code4(w, m));
   }
   // The FP32 tensor scale is applied once, in the epilogue.
   __device__ __forceinline__ static float scale(const WPlanes& p, int n, int g) {

@@ -17,21 +17,17 @@
 //
 // The k order inside an MMA is free: a thread feeds the A slots of its lane-quad column
 // (tig) and the matching B slots, so any physical k it assigns to a slot is summed
-// correctly as long as A and B agree. Each lane takes 16 contiguous k of a slab (8 bytes
-// of 4-bit codes per row) and pairs them as the decoder extracts them cheaply
-// (k, k+4); x is permuted to match with one PRMT per pair.
+// correctly as long as A and B agree. The 4-bit code planes are stored in the MMA's own
+// fragment order (formats.md: a lane's 16 bytes of a slab are its A registers' codes,
+// a register's pair at nibbles r, r + 4), so x's B fragments are the standard ones, two
+// ldmatrix.x4 per 8 tokens and slab. W8 and BF16 lanes take contiguous k (natural
+// pairs) and x is loaded to match (xoff, bfrag).
 //
 // Exactness (formats.md): integer codes reach the tensor core as exact BF16 values, each
 // group's FP32 partial is scaled once (Q4/Q5/Q6: one group per slab; W8: two). NVFP4's
 // e2m1 x e4m3 product has at most 6 significant bits, so it is exact in BF16 and the
 // scale is folded into A; the FP32 tensor scale is applied last.
 #include "common.cuh"
-
-__device__ __forceinline__ u32 bf2_fma(u32 a, u32 b, u32 c) {
-  u32 d;
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  return d;
-}
 
 // Two floats that are exactly BF16-representable -> one BF16 pair (lo in the low half).
 __device__ __forceinline__ u32 bf2_pack(float lo, float hi) {
@@ -54,29 +50,20 @@ __device__ __forceinline__ uint4 lds16(const u8* p) { return *reinterpret_cast<c
 __device__ __forceinline__ u32 lds4(const u8* p) { return *reinterpret_cast<const u32*>(p); }
 __device__ __forceinline__ u32 lds2(const u8* p) { return *reinterpret_cast<const unsigned short*>(p); }
 
-// Nibbles s and s+4 of w as a u16 pair: the (k, k+4) pairing every 4-bit decoder uses.
-__device__ __forceinline__ u32 nib_pair(u32 w, int s) { return (w >> (4 * s)) & 0x000f000fu; }
-
 // BF16 of (128 + c) is 0x4300 | c for c < 128 (the mantissa holds c exactly); one BF16
 // FMA subtracts 128 + off, leaving c - off exactly.
 __device__ __forceinline__ u32 code_pair_to_bf2(u32 c, int off) {
   const u32 neg = 0xC300u | (u32)off;  // BF16 of -(128 + off)
-  return bf2_fma(c | 0x43004300u, 0x3F803F80u, neg | (neg << 16));
+  return bf2_fma(c | BF2_MAGIC, BF2_ONE, neg | (neg << 16));
 }
 
-// High bits of the pair (s, s+4) inside word wb (k 8wb .. 8wb+7) moved to bit 4 of each
-// half. HB = 1 (Q5): h is 16 bits, bit j = k j. HB = 2 (Q6): h is 32 bits, 2 bits per k.
-template <int HB>
-__device__ __forceinline__ u32 hi_pair(u32 h, int wb, int s) {
-  if constexpr (HB == 1) {
-    const u32 u = (h >> (8 * wb)) & 0xffu;
-    const u32 sp = (u & 0x0fu) | ((u & 0xf0u) << 12);
-    return ((sp << 4) >> s) & 0x00100010u;
-  } else {
-    const u32 u = (h >> (16 * wb)) & 0xffffu;
-    const u32 sp = (u & 0xffu) | ((u & 0xff00u) << 8);
-    return ((sp >> (2 * s)) << 4) & 0x00300030u;
-  }
+// Four 8x8 BF16 matrices from shared memory (sm_75+): lane l gives the address of row l & 7
+// of matrix l >> 3, and thread (gid, tig) receives row gid's elements 2 tig, 2 tig + 1 of
+// each. With x's token rows as the rows, that is mma.m16n8k16's B fragment of 8 tokens.
+__device__ __forceinline__ void ldsm_x4(u32 addr, u32& d0, u32& d1, u32& d2, u32& d3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(d0), "=r"(d1), "=r"(d2), "=r"(d3)
+               : "r"(addr));
 }
 
 // Per-format decoders. A thread of lane-quad column tig owns, in slab s (k = 64 s ...),
@@ -86,18 +73,21 @@ __device__ __forceinline__ u32 hi_pair(u32 h, int wb, int s) {
 // frag() builds the A registers of the slab's four k-steps:
 // a[ks][0] / a[ks][1] = rows 0 / 1 at slots (2tig, 2tig+1), a[ks][2] / a[ks][3] at
 // (2tig+8, 2tig+9). GSTEP: k-steps per scaled group (0: the scale is inside A or none).
+// XNAT: slot k of step ks is k 16 ks + k of the slab (the 4-bit codes: x's B fragments by
+// ldmatrix); otherwise xoff() and bfrag() say which k a lane's slots hold.
 template <int QT> struct Dec;
 
 template <int HB, int OFF> struct Dec4 {
   static constexpr int GSTEP = 4;
+  static constexpr bool XNAT = true;
   struct Raw {
-    uint2 q[2];
-    u32 h[2];
+    u32 q[4];     // word ks: the lane's codes of k step ks (formats.md)
+    u32 h[2];     // the lane's high-bit words of the slab (Q5: h[0]; Q6: k steps 0, 1 and 2, 3)
     float s[2];
   };
-  // Stage layout (one m-tile, 128 k): QS [2 slabs][32 lanes][16 B] (a lane's 8 bytes of
-  // rows gid and gid+8: one conflict-free LDS.128), QH [16 rows][16 or 32 B], scales
-  // [16 rows][4 B].
+  // Stage layout (one m-tile, 128 k): QS [2 slabs][32 lanes][16 B] (a lane's fragment
+  // codes: one conflict-free LDS.128), QH [2 slabs][32 lanes][4 or 8 B] (the lane's high
+  // bits, formats.md), scales [16 rows][4 B].
   static constexpr int QH_B = HB * 16, SC_B = 4, WBYTES = 1024 + 16 * QH_B + 16 * SC_B;
   // Per-lane sources of one m-tile (a 16-row band), computed once; a stage adds st times
   // its block size. Storage order makes every stage block contiguous (formats.md).
@@ -122,57 +112,43 @@ template <int HB, int OFF> struct Dec4 {
     if (lane < 4) cp_async16(sm + 1024 + 16 * QH_B + lane * 16, g.s + st * 64);
   }
   __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
-    const int gid = lane >> 2, tig = lane & 3;
+    const int gid = lane >> 2;
     const uint4 q = lds16(sm + j * 512 + lane * 16);
-    w.q[0] = make_uint2(q.x, q.y);
-    w.q[1] = make_uint2(q.z, q.w);
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int r = gid + 8 * i;
-      if constexpr (HB == 1) w.h[i] = lds2(sm + 1024 + r * 16 + j * 8 + 2 * tig);
-      if constexpr (HB == 2) w.h[i] = lds4(sm + 1024 + r * 32 + j * 16 + 4 * tig);
-      w.s[i] = h2f((unsigned short)lds2(sm + 1024 + 16 * QH_B + r * 4 + j * 2));
+    w.q[0] = q.x, w.q[1] = q.y, w.q[2] = q.z, w.q[3] = q.w;
+    if constexpr (HB == 1) w.h[0] = lds4(sm + 1024 + j * 128 + lane * 4);
+    if constexpr (HB == 2) {
+      const uint2 h = *reinterpret_cast<const uint2*>(sm + 1024 + j * 256 + lane * 8);
+      w.h[0] = h.x, w.h[1] = h.y;
     }
-  }
-  __device__ __forceinline__ static u32 pair(const Raw& w, int i, int wb, int s) {
-    u32 c = nib_pair(wb ? w.q[i].y : w.q[i].x, s);
-    if constexpr (HB > 0) c |= hi_pair<HB>(w.h[i], wb, s);
-    return code_pair_to_bf2(c, OFF);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) w.s[i] = h2f((unsigned short)lds2(sm + 1024 + 16 * QH_B + (gid + 8 * i) * 4 + j * 2));
   }
   __device__ __forceinline__ static void frag(const Raw& w, u32 a[4][4]) {
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        a[ks][i] = pair(w, i, ks >> 1, 2 * (ks & 1));
-        a[ks][2 + i] = pair(w, i, ks >> 1, 2 * (ks & 1) + 1);
+      for (int k = 0; k < 4; ++k) {
+        u32 c = nib_pair(w.q[ks], k);
+        if constexpr (HB == 1) c |= hi_at<1>(w.h[0], 4 * ks + k);
+        if constexpr (HB == 2) c |= hi_at<2>(w.h[ks >> 1], 4 * (ks & 1) + k);
+        a[ks][k] = code_pair_to_bf2(c, OFF);
       }
   }
   __device__ __forceinline__ static float scale(const Raw& w, int i, int) { return w.s[i]; }
-  // x runs (two of 8 contiguous k) this lane loads per slab, as offsets in the slab.
-  __device__ __forceinline__ static int xoff(int tig, int run) { return 16 * tig + 8 * run; }
-  // B registers from the 8 x words X[j] = (x[2j], x[2j+1]) of the lane's 16 k.
-  __device__ __forceinline__ static void bfrag(const u32 X[8], u32 b[4][2]) {
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks)
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int wb = ks >> 1, s = 2 * (ks & 1) + j;
-        b[ks][j] = __byte_perm(X[4 * wb + s / 2], X[4 * wb + 2 + s / 2], (s & 1) ? 0x7632 : 0x5410);
-      }
-  }
 };
 
 template <> struct Dec<QT_Q4> : Dec4<0, 8> {};
 template <> struct Dec<QT_Q5> : Dec4<1, 16> {};
 template <> struct Dec<QT_Q6> : Dec4<2, 32> {};
 
-// NVFP4: same nibble plane and k ownership as Q4 (a lane's 16 k are exactly one group).
+// NVFP4: the nibble plane and k ownership of Q4; a k step is one group (16 k), its E4M3
+// scale folded into A (e4m3_up: exact, the operands carry 2^-8, multiplied back at the
+// store with the tensor scale).
 template <> struct Dec<QT_NVFP4> : Dec4<0, 0> {
   static constexpr int GSTEP = 0;
   struct Raw {
-    uint2 q[2];
-    u32 s2[2];  // the group's E4M3 scale as a BF16 pair (exact)
+    u32 q[4];
+    u32 s2[2][4];  // row i's scale of k step ks times 2^118, a BF16 pair
   };
   // Stage layout: QS as Dec4, scales [16 rows][8 B] (E4M3).
   static constexpr int WBYTES = 1024 + 16 * 8;
@@ -190,32 +166,26 @@ template <> struct Dec<QT_NVFP4> : Dec4<0, 0> {
     if (lane < 8) cp_async16(sm + 1024 + lane * 16, g.s + st * 128);
   }
   __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
-    const int gid = lane >> 2, tig = lane & 3;
+    const int gid = lane >> 2;
     const uint4 q = lds16(sm + j * 512 + lane * 16);
-    w.q[0] = make_uint2(q.x, q.y);
-    w.q[1] = make_uint2(q.z, q.w);
+    w.q[0] = q.x, w.q[1] = q.y, w.q[2] = q.z, w.q[3] = q.w;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      const u32 b = f2bf(e4m3_to_f(sm[1024 + (gid + 8 * i) * 8 + j * 4 + tig]));
-      w.s2[i] = b | (b << 16);
+      const u32 b = lds4(sm + 1024 + (gid + 8 * i) * 8 + j * 4);  // groups 4 j .. 4 j + 3
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) w.s2[i][ks] = e4m3_up(b >> (8 * ks));
     }
   }
-  // E2M1 bits s.e1e0m -> BF16 bits with e1e0m at 8..6 and the sign at 15: the value
-  // times 2^-126 (m = 1, e = 0 lands on a BF16 subnormal, which BF16 FMA keeps), then
-  // x 2^126 and x scale, both exact.
-  __device__ __forceinline__ static u32 pair(const Raw& w, int i, int wb, int s) {
-    const u32 t = (wb ? w.q[i].y : w.q[i].x) >> (4 * s);
-    const u32 v = ((t & 0x00070007u) << 6) | ((t & 0x00080008u) << 12);
-    return bf2_fma(bf2_fma(v, 0x7E807E80u, 0x80008000u), w.s2[i], 0x80008000u);
-  }
+  // The pair's E2M1 codes at bits 0..3 and 16..19; x * 0x1040 = x << 6 + x << 12 (the
+  // copies do not overlap) moves each magnitude (e1 e0 m) to BF16 bits 8..6 and the sign
+  // to bit 15: the value times 2^-126 (e = 0, the subnormal 0.5, included). Times the
+  // scale times 2^118: the weight times 2^-8, exact.
   __device__ __forceinline__ static void frag(const Raw& w, u32 a[4][4]) {
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        a[ks][i] = pair(w, i, ks >> 1, 2 * (ks & 1));
-        a[ks][2 + i] = pair(w, i, ks >> 1, 2 * (ks & 1) + 1);
-      }
+      for (int k = 0; k < 4; ++k)
+        a[ks][k] = bf2_fma((nib_pair(w.q[ks], k) * 0x1040u) & 0x81C081C0u, w.s2[k & 1][ks], BF2_NEG_ZERO);
   }
   __device__ __forceinline__ static float scale(const Raw&, int, int) { return 1.f; }
 };
@@ -224,6 +194,7 @@ template <> struct Dec<QT_NVFP4> : Dec4<0, 0> {
 // so every k-step stays inside one group. Natural (k, k+1) pairs.
 template <> struct Dec<QT_W8> {
   static constexpr int GSTEP = 2;
+  static constexpr bool XNAT = false;
   struct Raw {
     uint2 q[2][2];  // [row][half]
     float s[2][2];
@@ -286,6 +257,7 @@ template <> struct Dec<QT_W8> {
 // BF16: 16 contiguous k per lane and row (two 16-byte loads), natural pairs.
 template <> struct Dec<QT_BF16> {
   static constexpr int GSTEP = 0;
+  static constexpr bool XNAT = false;
   struct Raw {
     uint4 q[2][2];
   };
@@ -439,7 +411,20 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const int tr = 8 * nt + gid;
-        if (tr < txc) {
+        if constexpr (D::XNAT) {
+          if (8 * nt < txc) {
+            // Lane l addresses token row 8 nt + (l & 7) at k 64 j + 8 (l >> 3) (+ 32 for
+            // steps 2, 3); rows past the tile's tokens read its last one (their output
+            // columns are dropped).
+            const int xr = min(8 * nt + (lane & 7), txc - 1);
+            const u32 xa = smem_u32(xs + xr * DEC_XS + 2 * (64 * j + 8 * (lane >> 3)));
+            ldsm_x4(xa, b[nt][0][0], b[nt][0][1], b[nt][1][0], b[nt][1][1]);
+            ldsm_x4(xa + 64, b[nt][2][0], b[nt][2][1], b[nt][3][0], b[nt][3][1]);
+          } else {
+#pragma unroll
+            for (int ks = 0; ks < 4; ++ks) b[nt][ks][0] = b[nt][ks][1] = 0u;
+          }
+        } else if (tr < txc) {
           u32 X[8];
 #pragma unroll
           for (int run = 0; run < 2; ++run) {
@@ -506,7 +491,7 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
       float v = red[r * TT + c];
 #pragma unroll
       for (int g = 1; g < WK; ++g) v += red[(g * R + r) * TT + c];
-      out[(size_t)t * N + n] = f2bf(v * tensor_scale);
+      out[(size_t)t * N + n] = f2bf(v * (QT == QT_NVFP4 ? tensor_scale * NVFP4_DOWN : tensor_scale));
     }
   }
 }

@@ -15,8 +15,8 @@
 //   fragment sets; wgmma.wait_group 1), so that the decode can run under the tensor
 //   cores. Measured, it mostly does not: the MMAs' reads of x, the decode's loads and
 //   the TMA writes oversubscribe the SM's shared-memory pipe, and at NB = 1 the decode
-//   alone takes longer than the MMAs (docs/perf/prefill_h200.md, "Why the decode and
-//   the MMAs do not overlap").
+//   alone takes longer than the MMAs' peak stage (541 cycles against 512; they took 611
+//   alone; docs/perf/prefill_h200.md, "Why the decode and the MMAs do not overlap").
 // - warpgroup 2: one thread issues the copies — per stage one TMA box of x (64 k x 128 NB
 //   tokens, 128-byte swizzle; out-of-bounds tokens and columns read as zero) and one box
 //   per weight plane (the stage's blocks of the tile's 8 bands, as stored: formats.md),
@@ -142,15 +142,6 @@ __device__ __forceinline__ float i8_value(u32 c) {
   return __uint_as_float(0x4B000000u | ((c & 0xffu) ^ 0x80u)) - 8388736.f;
 }
 
-// BF16 pair arithmetic for the integer formats (fma.rn.bf16x2, sm_80+: the exact a*b + c,
-// rounded once). A code pair becomes 128 + u in each half by OR-ing u (< 128) into the
-// mantissa of BF16 128.0 (0x4300); one fma takes off 128 + OFF exactly.
-__device__ __forceinline__ u32 bf2_fma(u32 a, u32 b, u32 c) {
-  u32 d;
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  return d;
-}
-constexpr u32 BF2_MAGIC = 0x43004300u, BF2_ONE = 0x3F803F80u, BF2_NEG_ZERO = 0x80008000u;
 // (x & m) | c in one LOP3: m in a register (nib_mask) and c an immediate; with both
 // immediates ptxas emits two LOP3s (one immediate operand each).
 template <u32 C>
@@ -166,20 +157,6 @@ __device__ __forceinline__ u32 nib_mask(int nonneg) {
   asm("xor.b32 %0, %1, 0x000F000F;" : "=r"(m) : "r"((u32)nonneg >> 31));
   return m;
 }
-// NVFP4 operands carry 2^-8 (rs_frag); the store multiplies it back with the tensor scale.
-// Powers of two: the FP32 sums are the unscaled ones times 2^-8, bit for bit.
-constexpr float NVFP4_DOWN = 256.f;
-// An E4M3 scale byte times 2^118 as a BF16 pair (exact: 4 significant bits, at most
-// 448 * 2^118 < 2^127). Its bits (e: 4, m: 3) placed at BF16's exponent LSBs and
-// mantissa MSBs are the value times 2^-120, the same for a subnormal E4M3 (e = 0), which
-// lands on a BF16 subnormal; two exact BF16 multiplies by 2^119 follow. BF16 arithmetic
-// keeps subnormals; FP32's would not: CuPy compiles with -ftz=true.
-__device__ __forceinline__ u32 e4m3_up(u32 c) {
-  constexpr u32 UP = 0x7B007B00u;  // BF16 2^119 (exponent field 246) in both halves
-  const u32 b = ((c & 0x7Fu) << 4) | ((c & 0x80u) << 8);
-  return bf2_fma(bf2_fma(b * 0x10001u, UP, BF2_NEG_ZERO), UP, BF2_NEG_ZERO);
-}
-
 // An FP16 scale s as BF16 pairs hi = RN(s) and lo = s - hi. lo is exact in BF16 (it has at
 // most 2 significant bits: s has 11), so for a code value v with |v| <= 32, v lo is exact
 // (<= 8 bits) and fma(v, hi, v lo) is v s rounded once: the same bits as the exact FP32
@@ -217,9 +194,10 @@ __device__ __forceinline__ uint4 lds128(u32 base, u32 off) {
 }
 
 // One thread's words of one stage, read from shared memory where rs_frag uses them.
-//   q(i): codes, one 16-byte lane block per k16 step (W8: two per step, 2 ks + e; BF16:
-//   step i ^ (gid >> 1)'s four fragment words); h(i): Q5 [k32 chunk][row], Q6 [row][k16
-//   step] high-bit words; s(i): row gid + 8 i's scales (Q4/Q5/Q6 the FP16 scale; W8 the
+//   q(i): codes. 4-bit codes: the thread's own 16 bytes (i = 0 only), word ks its
+//   fragment codes of k step ks (formats.md); W8: two 16-byte lane blocks per k16 step
+//   (2 ks + e); BF16: step i ^ (gid >> 1)'s four fragment words. h(): the thread's Q5 /
+//   Q6 high-bit words; s(i): row gid + 8 i's scales (Q4/Q5/Q6 the FP16 scale; W8 the
 //   FP16 scales of groups 2 j, 2 j + 1; NVFP4 the E4M3 bytes of groups 4 j .. 4 j + 3).
 // (Loading a stage's words a stage ahead, right after the previous stage's MMAs, was
 // measured and dropped: Q4 / Q5 1-3 % slower, NVFP4 2 % faster, Q6 / W8 / BF16 13-14 %
@@ -228,11 +206,10 @@ __device__ __forceinline__ uint4 lds128(u32 base, u32 off) {
 //
 // Offsets follow formats.md's storage order: the stage's blocks lie at `wst` (codes, then
 // high bits, then scales, each 8 bands; the stage is half j of its 128-k storage stage).
-// 4-bit codes: lane_codes = the shared address of the thread's codes in slot 0 (band,
-// gid), slot_off = the slot's offset.
+// 4-bit codes: lane_codes = the shared address of the thread's 16 bytes in slot 0 (band,
+// lane block gid * 4 + tig), slot_off = the slot's offset.
 template <int QT> struct RsSmem {
   using B = RsBand<QT>;
-  static constexpr int NQ = QT == QT_W8 ? 8 : 4, NH = QT == QT_Q6 ? 8 : QT == QT_Q5 ? 4 : 0;
   const u8 *cb, *hb, *sb;
   u32 lane_codes, slot_off;
   int j, gid, tig;
@@ -268,18 +245,21 @@ template <int QT> struct RsSmem {
       const int ks = i >> 1, e = i & 1;
       return *reinterpret_cast<const uint4*>(cb + (ks >> 1) * 512 + gid * 64 + 32 * (ks & 1) + 16 * e);
     } else {
-      // 4-bit codes: lane block (gid, ks) of the half holds k 16 ks .. + 15 of row gid
-      // (bytes 0..7) and row gid + 8 (bytes 8..15), two codes per byte, the lower k in
-      // the low nibble.
+      // 4-bit codes: one conflict-free LDS.128 a stage (a warp reads 512 contiguous
+      // bytes: 4 wavefronts). The byte order before 2026-12 had each quad load the same
+      // lane block of one k step, four loads a stage (16 wavefronts), and take its bytes
+      // apart with a prmt (docs/perf/prefill_h200.md, versions table).
       return lds128(lane_codes, slot_off + i * 16);
     }
   }
-  // High bits of k 32 c + i, chunk c = 2 j + ks / 2 of the 128-k stage: Q5 one u32 per row
-  // and chunk (bit i), Q6 two (bits 2 i, 2 i + 1 of word i / 16).
-  __device__ __forceinline__ u32 h(int i) const {
-    if constexpr (QT == QT_Q5) return *reinterpret_cast<const u32*>(hb + (gid + 8 * (i & 1)) * 16 + 4 * (2 * j + (i >> 1)));
-    if constexpr (QT == QT_Q6) return *reinterpret_cast<const u32*>(hb + (gid + 8 * (i >> 2)) * 32 + 16 * j + 4 * (i & 3));
-    return 0;
+  // The thread's high-bit words of the stage (formats.md; slab j of the 128-k storage
+  // stage, copied whole): Q5 one (x.y unused), Q6 two (k steps 0, 1 and 2, 3). hi_at
+  // takes a register's bits out of them.
+  __device__ __forceinline__ uint2 h() const {
+    const int lane = gid * 4 + tig;
+    if constexpr (QT == QT_Q5) return make_uint2(*reinterpret_cast<const u32*>(hb + j * 128 + lane * 4), 0u);
+    if constexpr (QT == QT_Q6) return *reinterpret_cast<const uint2*>(hb + j * 256 + lane * 8);
+    return make_uint2(0u, 0u);
   }
   __device__ __forceinline__ u32 s(int i) const {
     const int row = gid + 8 * i;
@@ -291,9 +271,9 @@ template <int QT> struct RsSmem {
 // Stage fragments from the stage's words: the four k16 A fragments (a[ks][0..3]). Per
 // warp, wgmma's A layout is mma.m16n8k16's: thread (gid, tig) holds rows gid (regs 0, 2)
 // and gid + 8 (regs 1, 3), k 2 tig, 2 tig + 1 (regs 0, 1) and 2 tig + 8, 2 tig + 9 (regs
-// 2, 3) of each k16 step. nib: 0x000F000F from a register (nib_mask); SPREAD: the code
-// pairs spread by prmt, IMAD and one LOP3 (below).
-template <int QT, bool SPREAD>
+// 2, 3) of each k16 step: register k's two codes are nibbles k and k + 4 of word ks of
+// the thread's codes (formats.md). nib: 0x000F000F from a register (nib_mask).
+template <int QT>
 __device__ __forceinline__ void rs_frag(const RsSmem<QT>& r, int gid, int tig, u32 nib, u32 a[4][4]) {
   if constexpr (QT == QT_BF16) {
     // r.q(m) holds step m ^ g (RsSmem::q): a[ks] = q[ks ^ g] = q[(ks ^ (g & 2)) ^ (g & 1)],
@@ -334,64 +314,40 @@ __device__ __forceinline__ void rs_frag(const RsSmem<QT>& r, int gid, int tig, u
       }
     }
   } else {
-    // The pairs 2 tig and 2 tig + 8 are bytes tig and tig + 4 of a lane block's row.
     constexpr u32 OFF = QT == QT_Q4 ? 8u : QT == QT_Q5 ? 16u : 32u;
     constexpr u32 NEG = (0xC300u | OFF) * 0x10001u;  // BF16 -(128 + OFF) in both halves
-    // prmt: byte tig of a word to byte 0 (its low nibble: the lower k), byte tig of the
-    // word >> 4 to byte 2 (the higher k's nibble).
-    const u32 sel = tig | ((4 + tig) << 8);
     u32 e0 = 0, e1 = 0;  // NVFP4: the rows' scales times 2^118 as BF16 pairs
     Bf2Scale sc0{}, sc1{};
     if constexpr (QT != QT_NVFP4) sc0 = split_scale(h2f((unsigned short)r.s(0))), sc1 = split_scale(h2f((unsigned short)r.s(1)));
+    const uint4 q = r.q(0);
+    const u32 qw[4] = {q.x, q.y, q.z, q.w};
+    uint2 hw = make_uint2(0u, 0u);
+    if constexpr (QT == QT_Q5 || QT == QT_Q6) hw = r.h();
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       if constexpr (QT == QT_NVFP4) {  // E4M3 scale per 16 k: group 4 j + ks
         e0 = e4m3_up(r.s(0) >> (8 * ks));
         e1 = e4m3_up(r.s(1) >> (8 * ks));
       }
-      // High bits shifted so that bit 0 holds the low code's first high bit of pair r = 0
-      // (the pair 2 tig): pair r's bits then start at bit HS (r >> 1).
-      u32 h0 = 0, h1 = 0;
-      if constexpr (QT == QT_Q5) {
-        h0 = r.h(2 * (ks >> 1)) >> (2 * tig + 16 * (ks & 1));
-        h1 = r.h(2 * (ks >> 1) + 1) >> (2 * tig + 16 * (ks & 1));
-      } else if constexpr (QT == QT_Q6) {
-        h0 = r.h(ks) >> (4 * tig);
-        h1 = r.h(4 + ks) >> (4 * tig);
-      }
-      const uint4 q = r.q(ks);
-      const u32 w[4] = {q.x, q.z, q.y, q.w};  // regs 0..3: (gid, +0), (gid+8, +0), (gid, +8), (gid+8, +8)
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
+        // The pair's codes at bits 0..3 (lower k) and 16..19: a shift and the mask (for
+        // k = 0 the mask alone).
+        const u32 w = qw[ks] >> (4 * k);
         if constexpr (QT == QT_NVFP4) {
-          // The pair's codes at bits 0..3 and 16..19; x * 0x1040 = x << 6 + x << 12 (the
-          // copies do not overlap) moves each code's magnitude (e1 e0 m) to BF16 bits
-          // 8..6 and its sign to bit 15: the E2M1 value times 2^-126 (e = 0, the
-          // subnormal 0.5, included). Times the scale times 2^118 the product is the
-          // weight times 2^-8, exact (<= 6 significant bits, no overflow: 448 < 2^9).
-          const u32 x = __byte_perm(w[k], w[k] >> 4, sel) & 0x000F000Fu;
-          a[ks][k] = bf2_fma((x * 0x1040u) & 0x81C081C0u, (k & 1) ? e1 : e0, BF2_NEG_ZERO);
+          // x * 0x1040 = x << 6 + x << 12 (the copies do not overlap) moves each code's
+          // magnitude (e1 e0 m) to BF16 bits 8..6 and its sign to bit 15: the E2M1 value
+          // times 2^-126 (e = 0, the subnormal 0.5, included). Times the scale times 2^118
+          // the product is the weight times 2^-8, exact (<= 6 significant bits, no
+          // overflow: 448 < 2^9).
+          a[ks][k] = bf2_fma(((w & nib) * 0x1040u) & 0x81C081C0u, (k & 1) ? e1 : e0, BF2_NEG_ZERO);
         } else {
           // u = code | high bits << 4 (< 64) of the pair's lower k in bits 0..5, higher k
-          // in bits 16..21, over BF16 128.0: the halves are 128 + u. SPREAD: the code byte
-          // alone (prmt), times 0x1001 (its high nibble to bit 16; the copies do not
-          // overlap), masked and over 128.0 in one LOP3 with the mask from a register:
-          // two ALU operations and an IMAD where a shift, a prmt and two LOP3s (ALU) had
-          // been; the ALU pipe is the decode's busiest (ncu: 67 % with no MMAs).
-          u32 d;
-          if constexpr (SPREAD) {
-            d = lop3_or_and<BF2_MAGIC>(__byte_perm(w[k], 0u, tig | 0x4440u) * 0x1001u, nib);
-          } else {
-            d = (__byte_perm(w[k], w[k] >> 4, sel) & 0x000F000Fu) | BF2_MAGIC;
-          }
-          if constexpr (QT == QT_Q5 || QT == QT_Q6) {
-            // y: the pair's HB high bits per code (low code's, then high code's). y times
-            // 2^4 + 2^(20 - HB) puts copies at bits 4 and 20 - HB that do not overlap; the
-            // mask keeps the low code's bits at 4 and the high code's at 20.
-            constexpr int HB = QT == QT_Q5 ? 1 : 2, HS = QT == QT_Q5 ? 8 : 16;
-            const u32 y = (((k & 1) ? h1 : h0) >> (HS * (k >> 1))) & ((1u << (2 * HB)) - 1u);
-            d |= (y * ((1u << 4) | (1u << (20 - HB)))) & (((1u << HB) - 1u) * 0x00100010u);
-          }
+          // in bits 16..21, over BF16 128.0 (one LOP3, the mask from a register): the
+          // halves are 128 + u, and one fma takes off 128 + OFF exactly.
+          u32 d = lop3_or_and<BF2_MAGIC>(w, nib);
+          if constexpr (QT == QT_Q5) d |= hi_at<1>(hw.x, 4 * ks + k);
+          if constexpr (QT == QT_Q6) d |= hi_at<2>((ks >> 1) ? hw.y : hw.x, 4 * (ks & 1) + k);
           const u32 v = bf2_fma(d, BF2_ONE, NEG);  // code value, exact: |v| <= 32
           const Bf2Scale& sc = (k & 1) ? sc1 : sc0;
           a[ks][k] = bf2_fma(v, sc.hi, bf2_fma(v, sc.lo, BF2_NEG_ZERO));
@@ -571,17 +527,15 @@ __global__ void __launch_bounds__(384, 1)
     for (int h = 0; h < NB; ++h) acc_fence(acc[h]);
   };
   u32 a0[4][4], a1[4][4];
-  const u32 lane_codes = wr0 + band * B::CODES + gid * 64;  // RsSmem's lane block (gid, ks = 0)
+  const u32 lane_codes = wr0 + band * B::CODES + lane * 16;  // RsSmem's 4-bit codes
   const u32 nib = nib_mask(kpad);
-  // Q6 at NB = 2 spilled in the loop with SPREAD's two more live registers.
-  constexpr bool SPREAD = !(QT == QT_Q6 && NB == 2);
   // Slot s of ring lap `lap`, stage st of the tile: decode into `a` (the other set may
   // still feed the previous stage's MMAs), issue its MMAs, wait for the previous stage's,
   // release that slot.
   auto step = [&](int s, int lap, int st, u32 (&a)[4][4]) {
     mbar_wait(full(s), lap & 1);
     // Slot s holds a stage of parity s: a run starts on a lap, and S is even.
-    rs_frag<QT, SPREAD>(RsSmem<QT>(wr + s * WST, lane_codes, s * WST, band, s & 1, gid, tig), gid, tig, nib, a);
+    rs_frag<QT>(RsSmem<QT>(wr + s * WST, lane_codes, s * WST, band, s & 1, gid, tig), gid, tig, nib, a);
     fence_acc();
     // The fence takes the fragments as operands, so their definitions stay before it.
     asm volatile("wgmma.fence.sync.aligned;"

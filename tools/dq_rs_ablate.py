@@ -19,11 +19,12 @@ MiB flush). The variants compute garbage on purpose (no output is checked):
   stages' MMAs in flight (both unsafe for the numbers, timing only);
 - ``offset``: the second consumer warpgroup starts ~300 cycles late (the numbers stay
   right);
-- ``lds1``, ``noscale``, ``lds1_noscale`` (Q4, Q5, Q6 only): a thread-contiguous code
-  plane's loads and extraction, the codes unscaled (which also drops the scales' loads
-  and conversion), both (timing only). NVFP4 gets ``lds1``'s loads but keeps its own
-  extraction, and ``noscale`` leaves it unchanged;
-- ``ldsT``: lane blocks ordered (k step, gid) (timing only).
+- ``noscale`` (Q4, Q5, Q6 only): the codes unscaled (which also drops the scales' loads
+  and conversion; timing only).
+
+(``lds1`` and ``ldsT``, the code plane's orders measured before the 4-bit codes' nibble
+order landed, patched the byte order's kernel: the JSONs of that time hold their patch
+texts.)
 
     python tools/dq_rs_ablate.py [--points q4:14336x5120:128,...] [--variants full,nodecode]
         [--ref earlier_dq_rs_assembled.cu]
@@ -53,7 +54,7 @@ from ninfer.runtime.sources import assembled_source
 
 # (the text as in kernels/dq_rs.cu, its replacement): each must occur exactly once.
 _DECODE = (
-    "    rs_frag<QT, SPREAD>(RsSmem<QT>(wr + s * WST, lane_codes, s * WST, band, s & 1, gid, tig), gid, tig, nib, a);",
+    "    rs_frag<QT>(RsSmem<QT>(wr + s * WST, lane_codes, s * WST, band, s & 1, gid, tig), gid, tig, nib, a);",
     "    (void)lane_codes, (void)nib;",
 )
 # Without the MMAs nothing reads the fragments in PTX (the fence's operands are NVVM's
@@ -146,45 +147,6 @@ _OFFSET = [
         "  if (c == 1) { const long long c0 = clock64(); while (clock64() - c0 < 300) {} }",
     )
 ]
-# What a code plane stored thread-contiguous would cost (timing only: the codes are read
-# from the wrong bytes): each thread's 16 bytes of a 64-k stage in one conflict-free
-# LDS.128 (a warp reads 512 contiguous bytes: 4 wavefronts a stage instead of 16), and a
-# fragment register's two codes at nibbles j and j + 4 of the k step's word (a shift and
-# one LOP3, instead of a prmt, an IMAD and a LOP3).
-_LDS1 = [
-    (
-        "    const u32 sel = tig | ((4 + tig) << 8);",
-        "    const u32 sel = tig | ((4 + tig) << 8);\n"
-        "    const uint4 qq = lds128(r.lane_codes + 16 * tig, r.slot_off);",
-    ),
-    (
-        "      const uint4 q = r.q(ks);\n      const u32 w[4] = {q.x, q.z, q.y, q.w};",
-        "      const u32 W = ks == 0 ? qq.x : ks == 1 ? qq.y : ks == 2 ? qq.z : qq.w;\n"
-        "      const u32 w[4] = {W, W >> 4, W >> 8, W >> 12};",
-    ),
-    (
-        "            d = lop3_or_and<BF2_MAGIC>(__byte_perm(w[k], 0u, tig | 0x4440u) * 0x1001u, nib);",
-        "            d = lop3_or_and<BF2_MAGIC>(w[k], nib);",
-    ),
-    # (Q6 at NB = 2 compiles the other branch: the same extraction there.)
-    (
-        "            d = (__byte_perm(w[k], w[k] >> 4, sel) & 0x000F000Fu) | BF2_MAGIC;",
-        "            d = lop3_or_and<BF2_MAGIC>(w[k], nib);",
-    ),
-]
-# The code plane's lane blocks ordered (k step, gid) instead of (gid, k step) (timing
-# only: the wrong bytes): a warp's LDS.128 of one k step then reads 128 contiguous bytes,
-# each 16 by the four threads of a quad, instead of eight blocks 64 bytes apart.
-_LDST = [
-    (
-        "  const u32 lane_codes = wr0 + band * B::CODES + gid * 64;",
-        "  const u32 lane_codes = wr0 + band * B::CODES + gid * 16;",
-    ),
-    (
-        "      return lds128(lane_codes, slot_off + i * 16);",
-        "      return lds128(lane_codes, slot_off + i * 128);",
-    ),
-]
 # The integer formats' codes into the MMA unscaled (timing only): what the two BF16
 # scale operations per fragment register cost.
 _NOSCALE = [
@@ -207,10 +169,7 @@ VARIANTS: dict[str, list[tuple[str, str]]] = {
     "mma_only_nofence": [_DECODE, *_COPY, *_NOFENCE],
     "mma_only_wait2": [_DECODE, *_COPY, *_WAIT2],
     "offset": _OFFSET,
-    "lds1": _LDS1,
     "noscale": _NOSCALE,
-    "lds1_noscale": [*_LDS1, *_NOSCALE],
-    "ldsT": _LDST,
 }
 POINTS = "q4:14336x5120:128,q4:14336x5120:256,q4:14336x5120:1024,q6:14336x5120:128,nvfp4:14336x5120:128,bf16:14336x5120:128"
 

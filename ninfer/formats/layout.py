@@ -38,16 +38,16 @@ _F16 = np.dtype(np.float16)
 PLANES: dict[QType, tuple[Plane, ...]] = {
     # qs: two 4-bit codes per byte, k even in the low nibble.
     QType.Q4: (Plane("qs", _U8, 2, "codes4"), Plane("scales", _F16, 64, "rows")),
-    # qh: bit 4 of each code, one bit per k, LSB first (k = 8*byte + bit).
+    # qh: bit 4 of each code, one bit per k (row-major: k = 8*byte + bit, LSB first).
     QType.Q5: (
         Plane("qs", _U8, 2, "codes4"),
-        Plane("qh", _U8, 8, "rows"),
+        Plane("qh", _U8, 8, "high1"),
         Plane("scales", _F16, 64, "rows"),
     ),
-    # qh: bits 4..5 of each code, two bits per k, k%4 == 0 in bits 0..1.
+    # qh: bits 4..5 of each code, two bits per k (row-major: k%4 == 0 in bits 0..1).
     QType.Q6: (
         Plane("qs", _U8, 2, "codes4"),
-        Plane("qh", _U8, 4, "rows"),
+        Plane("qh", _U8, 4, "high2"),
         Plane("scales", _F16, 64, "rows"),
     ),
     QType.W8: (Plane("qs", np.dtype(np.int8), 1, "codes8"), Plane("scales", _F16, 32, "rows")),

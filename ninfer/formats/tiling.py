@@ -12,8 +12,17 @@ docs/perf/decode_h200.md).
 the array is a flat buffer in that order); ``untile`` inverts it. Both take NumPy or
 CuPy arrays. The axes below name the fragment coordinates of the kernel: ``i`` = row
 half (rows gid, gid + 8), ``gid`` = row mod 8, ``j`` = 64-k slab of the stage, ``tig``
-= the lane's quarter of a slab row, ``h`` = W8's 32-k group of the slab, ``c`` =
+= the lane's quarter of a slab row (4-bit codes: the lane's k pair 2 tig, 2 tig + 1 of
+each 8 k), ``ks`` = the MMA's 16-k step of a slab, ``e`` = the 8-k half of a step,
+``p`` = a code's place in its k pair, ``h`` = W8's 32-k group of the slab, ``c`` =
 BF16's 8-value half of a lane's 16 values, ``b`` = bytes.
+
+The 4-bit code plane is ordered by nibble, not by byte: lane (gid, tig)'s 16 bytes of a
+slab are one 32-bit word per k step ks whose nibbles j and j + 4 are the two codes of
+the MMA's A register j (rows gid + 8 (j & 1), k 16 ks + 8 (j >> 1) + 2 tig, + 1), so
+that a thread loads its own codes with one 16-byte load and spreads a register's pair
+with a shift and one mask (kernels/dq_rs.cu, kernels/dec_q.cu). The Q5 / Q6 high-bit
+planes follow the same lanes by bit and by 2-bit field (``high1``, ``high2``).
 """
 
 from __future__ import annotations
@@ -29,13 +38,14 @@ def n_stored(n: int) -> int:
     return -(-n // ROWS) * ROWS
 
 
-# Per tiling kind: (row-major split of [bands, 16 rows, stage bytes] into named axes,
-# storage order of those axes). Row axes come first (i, gid), then the column axes.
+# Per tiling kind: (row-major split of [bands, 16 rows, stage units] into named axes,
+# storage order of those axes). Row axes come first (i, gid), then the column axes. The
+# unit is a byte, or the bit field of _UNIT_BITS (a byte's fields lowest bits first).
 _KINDS: dict[str, tuple[tuple[tuple[str, int], ...], tuple[str, ...]]] = {
-    # 4-bit codes (Q4, Q5/Q6 low nibbles, NVFP4): 64 bytes per row per stage.
+    # 4-bit codes (Q4, Q5/Q6 low nibbles, NVFP4): 128 nibbles (k) per row per stage.
     "codes4": (
-        (("i", 2), ("gid", 8), ("j", 2), ("tig", 4), ("b", 8)),
-        ("j", "gid", "tig", "i", "b"),
+        (("i", 2), ("gid", 8), ("j", 2), ("ks", 4), ("e", 2), ("tig", 4), ("p", 2)),
+        ("j", "gid", "tig", "ks", "p", "e", "i"),
     ),
     # W8 int8 codes: 128 bytes per row per stage.
     "codes8": (
@@ -47,9 +57,24 @@ _KINDS: dict[str, tuple[tuple[tuple[str, int], ...], tuple[str, ...]]] = {
         (("i", 2), ("gid", 8), ("j", 2), ("tig", 4), ("c", 2), ("b", 16)),
         ("j", "i", "c", "gid", "tig", "b"),
     ),
-    # High bits and scales: each row's bytes of a stage, row after row.
+    # Q5 high bits (1 bit per k): 128 bits per row per stage; lane (gid, tig)'s 32-bit word
+    # of a slab holds bit 4 ks + r for A register r's lower k, bit 16 + 4 ks + r for its
+    # higher k (r = i + 2 e), so a register's pair is one shift and a mask away.
+    "high1": (
+        (("i", 2), ("gid", 8), ("j", 2), ("ks", 4), ("e", 2), ("tig", 4), ("p", 2)),
+        ("j", "gid", "tig", "p", "ks", "e", "i"),
+    ),
+    # Q6 high bits (2 bits per k): 128 fields per row per stage; lane (gid, tig)'s two
+    # 32-bit words of a slab hold k steps 2 kh, 2 kh + 1 each: field 4 kl + r for
+    # register r's lower k, 8 + 4 kl + r for its higher k (ks = 2 kh + kl).
+    "high2": (
+        (("i", 2), ("gid", 8), ("j", 2), ("kh", 2), ("kl", 2), ("e", 2), ("tig", 4), ("p", 2)),
+        ("j", "gid", "tig", "kh", "p", "kl", "e", "i"),
+    ),
+    # Scales: each row's bytes of a stage, row after row.
     "rows": ((("r", 16), ("b", -1)), ("r", "b")),
 }
+_UNIT_BITS = {"codes4": 4, "high1": 1, "high2": 2}
 
 
 def _axes(kind: str, stage_bytes: int, nst: int) -> tuple[list[str], list[int], list[str]]:
@@ -65,23 +90,49 @@ def _axes(kind: str, stage_bytes: int, nst: int) -> tuple[list[str], list[int], 
     )
 
 
+def _units(b: Any, kind: str) -> Any:
+    """``[Np, bytes]`` uint8 -> ``[Np, units]``: the bytes, or their bit fields (lowest first)."""
+    bits = _UNIT_BITS.get(kind, 8)
+    if bits == 8:
+        return b
+    u = b.reshape(b.shape[0], -1, 1).repeat(8 // bits, axis=2)
+    for t in range(8 // bits):
+        u[..., t] >>= bits * t
+    u &= (1 << bits) - 1
+    return u.reshape(b.shape[0], -1)
+
+
+def _bytes(u: Any, kind: str) -> Any:
+    """Inverse of ``_units``."""
+    bits = _UNIT_BITS.get(kind, 8)
+    if bits == 8:
+        return u
+    v = u.reshape(u.shape[0], -1, 8 // bits)
+    out = v[..., 0].copy()
+    for t in range(1, 8 // bits):
+        out |= v[..., t] << (bits * t)
+    return out
+
+
 def tile(a: Any, kind: str, k_pad: int) -> Any:
     """Row-major ``[Np, cols]`` (Np a multiple of 16) -> storage order, same shape/dtype."""
-    b = a.view("uint8")
-    np_, width = b.shape
+    u = _units(a.view("uint8"), kind)
+    np_, width = u.shape
     nst = k_pad // STAGE_K
     names, sizes, order = _axes(kind, width // nst, nst)
-    t = b.reshape([np_ // ROWS, *sizes])
+    t = u.reshape([np_ // ROWS, *sizes])
     perm = [0] + [1 + names.index(x) for x in order]
-    return t.transpose(perm).reshape(np_, width).copy().view(a.dtype)
+    t = t.transpose(perm).reshape(np_, width)
+    return _bytes(t, kind).copy().view(a.dtype)
 
 
 def untile(a: Any, kind: str, k_pad: int) -> Any:
     """Storage order -> row-major ``[Np, cols]``, same shape and dtype."""
-    b = a.view("uint8")
-    np_, width = b.shape
+    u = _units(a.view("uint8"), kind)
+    np_, width = u.shape
     nst = k_pad // STAGE_K
     names, sizes, order = _axes(kind, width // nst, nst)
-    t = b.reshape([np_ // ROWS, *[sizes[names.index(x)] for x in order]])
+    t = u.reshape([np_ // ROWS, *[sizes[names.index(x)] for x in order]])
     perm = [0] + [1 + order.index(x) for x in names]
-    return t.transpose(perm).reshape(np_, width).copy().view(a.dtype)
+    t = t.transpose(perm).reshape(np_, width)
+    return _bytes(t, kind).copy().view(a.dtype)

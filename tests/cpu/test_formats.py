@@ -106,9 +106,7 @@ def stored_byte(plane: np.ndarray, kind: str, r: int, c: int, k_pad: int) -> int
     band, rr = divmod(r, 16)
     i, gid = divmod(rr, 8)
     st, cc = divmod(c, sb)
-    if kind == "codes4":
-        off = (cc // 32) * 512 + (gid * 4 + (cc % 32) // 8) * 16 + i * 8 + cc % 8
-    elif kind == "codes8":
+    if kind == "codes8":
         j, h = cc // 64, (cc % 64) // 32
         off = (2 * j + h) * 512 + (gid * 4 + (cc % 32) // 8) * 16 + i * 8 + cc % 8
     elif kind == "bf16":
@@ -117,6 +115,47 @@ def stored_byte(plane: np.ndarray, kind: str, r: int, c: int, k_pad: int) -> int
     else:  # "rows"
         off = rr * sb + cc
     return int(flat[band * 16 * width + st * 16 * sb + off])
+
+
+def stored_code4(plane: np.ndarray, r: int, k: int, k_pad: int) -> int:
+    """Row ``r``'s 4-bit code at column ``k``, read at its storage nibble.
+
+    Written from docs/formats.md ("Storage order", 4-bit codes), independent of
+    ninfer.formats.tiling.
+    """
+    flat = np.ascontiguousarray(plane).view(np.uint8).reshape(-1)
+    row_bytes = flat.size // plane.shape[0]
+    band, rr = divmod(r, 16)
+    i, gid = divmod(rr, 8)
+    st, kk = divmod(k, 128)
+    j, ks, e, tig, p = kk // 64, (kk % 64) // 16, (kk % 16) // 8, (kk % 8) // 2, k % 2
+    f = 2 * (band * 16 * row_bytes + st * 16 * 64)
+    f += j * 1024 + (gid * 4 + tig) * 32 + ks * 8 + p * 4 + e * 2 + i
+    byte = int(flat[f // 2])
+    return (byte >> 4) if f % 2 else (byte & 15)
+
+
+def stored_high(plane: np.ndarray, bits: int, r: int, k: int, k_pad: int) -> int:
+    """Row ``r``'s high bits (Q5: ``bits`` = 1, Q6: 2) at column ``k``, at their storage field.
+
+    Written from docs/formats.md ("Storage order", high bits), independent of
+    ninfer.formats.tiling.
+    """
+    flat = np.ascontiguousarray(plane).view(np.uint8).reshape(-1)
+    row_bytes = flat.size // plane.shape[0]
+    per_byte = 8 // bits
+    band, rr = divmod(r, 16)
+    i, gid = divmod(rr, 8)
+    st, kk = divmod(k, 128)
+    j, ks, e, tig, p = kk // 64, (kk % 64) // 16, (kk % 16) // 8, (kk % 8) // 2, k % 2
+    f = per_byte * (band * 16 * row_bytes + st * 16 * (128 // per_byte))
+    f += j * 1024 + (gid * 4 + tig) * 32
+    if bits == 1:
+        f += p * 16 + ks * 4 + e * 2 + i
+    else:
+        f += (ks // 2) * 16 + p * 8 + (ks % 2) * 4 + e * 2 + i
+    byte = int(flat[f // per_byte])
+    return (byte >> (bits * (f % per_byte))) & ((1 << bits) - 1)
 
 
 def naive_decode(p) -> np.ndarray:  # type: ignore[no-untyped-def]
@@ -142,8 +181,7 @@ def naive_decode(p) -> np.ndarray:  # type: ignore[no-untyped-def]
                 q = u8("qs", "codes8", r, k)
                 out[r, k] = f16("scales", r, k // 32) * (q - 256 if q > 127 else q)
                 continue
-            byte = u8("qs", "codes4", r, k // 2)
-            nib = (byte >> 4) if k % 2 else (byte & 15)
+            nib = stored_code4(pl["qs"], r, k, kp)
             if p.qtype is QType.NVFP4:
                 sign = -1.0 if nib & 8 else 1.0
                 e, m = (nib >> 1) & 3, nib & 1
@@ -155,9 +193,9 @@ def naive_decode(p) -> np.ndarray:  # type: ignore[no-untyped-def]
                 continue
             code = nib
             if p.qtype is QType.Q5:
-                code |= ((u8("qh", "rows", r, k // 8) >> (k % 8)) & 1) << 4
+                code |= stored_high(pl["qh"], 1, r, k, kp) << 4
             if p.qtype is QType.Q6:
-                code |= ((u8("qh", "rows", r, k // 4) >> (2 * (k % 4))) & 3) << 4
+                code |= stored_high(pl["qh"], 2, r, k, kp) << 4
             off = {QType.Q4: 8, QType.Q5: 16, QType.Q6: 32}[p.qtype]
             out[r, k] = f16("scales", r, k // 64) * (code - off)
     return out
