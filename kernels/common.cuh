@@ -235,18 +235,22 @@ template <> struct Fmt<QT_Q6> {
 
 template <> struct Fmt<QT_W8> {
   static constexpr int GROUP = 32;
-  // Chunk c is one group: slab j, group h of stage st; four 8-byte pieces (tig 0..3).
+  // Chunk c is one group: group kh = c & 1 of slab j of stage st. Lane block (gid, tig)'s
+  // 16 bytes (formats.md) hold code m = 16 kl + 8 e + 2 tig + p of rows gid (i = 0) and
+  // gid + 8 at byte 8 kl + 4 e + 2 i + p.
   __device__ __forceinline__ static void codes(const WPlanes& p, int n, int c, float v[32]) {
-    const int st = c >> 2, j = (c >> 1) & 1, h = c & 1, r = n & 15;
-    const u8* base = p.qs + band_base(n, p.kpad) + st * 2048 + (2 * j + h) * 512 + (r & 7) * 64 + (r >> 3) * 8;
+    const int st = c >> 2, j = (c >> 1) & 1, kh = c & 1, r = n & 15;
+    const u8* base = p.qs + band_base(n, p.kpad) + st * 2048 + (2 * j + kh) * 512 + (r & 7) * 64;
 #pragma unroll
     for (int t = 0; t < 4; ++t) {
-      const uint2 q = __ldg(reinterpret_cast<const uint2*>(base + t * 16));
-      const u32 w[2] = {q.x, q.y};
+      const uint4 q = ldg16(base + t * 16);
+      const u32 w[4] = {q.x, q.y, q.z, q.w};  // word 2 kl + e: rows' pairs at bytes 2 i, 2 i + 1
 #pragma unroll
-      for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int b = 0; b < 4; ++b) v[8 * t + 4 * i + b] = u2f_exact(((w[i] >> (8 * b)) & 0xffu) ^ 0x80u) - 128.f;
+      for (int m = 0; m < 8; ++m) {
+        const int kl = m >> 2, e = (m >> 1) & 1, q2 = m & 1;
+        const u32 b = (w[2 * kl + e] >> (16 * (r >> 3) + 8 * q2)) & 0xffu;
+        v[16 * kl + 8 * e + 2 * t + q2] = u2f_exact(b ^ 0x80u) - 128.f;
+      }
     }
   }
   __device__ __forceinline__ static float scale(const WPlanes& p, int n, int g) {

@@ -17,11 +17,11 @@
 //
 // The k order inside an MMA is free: a thread feeds the A slots of its lane-quad column
 // (tig) and the matching B slots, so any physical k it assigns to a slot is summed
-// correctly as long as A and B agree. The 4-bit code planes are stored in the MMA's own
-// fragment order (formats.md: a lane's 16 bytes of a slab are its A registers' codes,
-// a register's pair at nibbles r, r + 4), so x's B fragments are the standard ones, two
-// ldmatrix.x4 per 8 tokens and slab. W8 and BF16 lanes take contiguous k (natural
-// pairs) and x is loaded to match (xoff, bfrag).
+// correctly as long as A and B agree. The 4-bit and W8 code planes are stored in the
+// MMA's own fragment order (formats.md: a lane's 16 bytes of a slab, or of a W8 group,
+// are its A registers' codes; a 4-bit register's pair at nibbles r, r + 4), so x's B
+// fragments are the standard ones, two ldmatrix.x4 per 8 tokens and slab. BF16 lanes
+// take 16 contiguous k (natural pairs) and x is loaded to match (xoff, bfrag).
 //
 // Exactness (formats.md): integer codes reach the tensor core as exact BF16 values, each
 // group's FP32 partial is scaled once (Q4/Q5/Q6: one group per slab; W8: two). NVFP4's
@@ -190,13 +190,13 @@ template <> struct Dec<QT_NVFP4> : Dec4<0, 0> {
   __device__ __forceinline__ static float scale(const Raw&, int, int) { return 1.f; }
 };
 
-// W8, group 32: a lane owns k 8tig .. 8tig+7 of each half of the slab (one group each),
-// so every k-step stays inside one group. Natural (k, k+1) pairs.
+// W8, group 32 (two k steps): the plane is in fragment order (formats.md), so a lane's
+// 16 bytes of a group are its A registers' code pairs of the group's two k steps.
 template <> struct Dec<QT_W8> {
   static constexpr int GSTEP = 2;
-  static constexpr bool XNAT = false;
+  static constexpr bool XNAT = true;
   struct Raw {
-    uint2 q[2][2];  // [row][half]
+    uint4 q[2];  // [group]: word 2 kl + e, rows gid / gid + 8 at bytes 0, 1 / 2, 3
     float s[2][2];
   };
   // Stage layout: QS [2 slabs][2 groups][32 lanes][16 B], scales [16 rows][8 B].
@@ -218,9 +218,7 @@ template <> struct Dec<QT_W8> {
     const int gid = lane >> 2;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const uint4 q = lds16(sm + (2 * j + h) * 512 + lane * 16);
-      w.q[0][h] = make_uint2(q.x, q.y);
-      w.q[1][h] = make_uint2(q.z, q.w);
+      w.q[h] = lds16(sm + (2 * j + h) * 512 + lane * 16);
 #pragma unroll
       for (int i = 0; i < 2; ++i)
         w.s[i][h] = h2f((unsigned short)lds2(sm + 2048 + (gid + 8 * i) * 8 + (2 * j + h) * 2));
@@ -235,23 +233,18 @@ template <> struct Dec<QT_W8> {
   }
   __device__ __forceinline__ static void frag(const Raw& w, u32 a[4][4]) {
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks)
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const u32 v = (ks & 1) ? w.q[i][ks >> 1].y : w.q[i][ks >> 1].x;
-        a[ks][i] = pair(v, 0);
-        a[ks][2 + i] = pair(v, 2);
-      }
-  }
-  __device__ __forceinline__ static float scale(const Raw& w, int i, int g) { return w.s[i][g]; }
-  __device__ __forceinline__ static int xoff(int tig, int run) { return 32 * run + 8 * tig; }
-  __device__ __forceinline__ static void bfrag(const u32 X[8], u32 b[4][2]) {
-#pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
-      b[ks][0] = X[2 * ks];
-      b[ks][1] = X[2 * ks + 1];
+      const uint4& q = w.q[ks >> 1];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int m = 2 * (ks & 1) + e;
+        const u32 v = m == 0 ? q.x : m == 1 ? q.y : m == 2 ? q.z : q.w;
+        a[ks][2 * e] = pair(v, 0);
+        a[ks][2 * e + 1] = pair(v, 2);
+      }
     }
   }
+  __device__ __forceinline__ static float scale(const Raw& w, int i, int g) { return w.s[i][g]; }
 };
 
 // BF16: 16 contiguous k per lane and row (two 16-byte loads), natural pairs.
@@ -293,7 +286,13 @@ template <> struct Dec<QT_BF16> {
   }
   __device__ __forceinline__ static float scale(const Raw&, int, int) { return 1.f; }
   __device__ __forceinline__ static int xoff(int tig, int run) { return 16 * tig + 8 * run; }
-  __device__ __forceinline__ static void bfrag(const u32 X[8], u32 b[4][2]) { Dec<QT_W8>::bfrag(X, b); }
+  __device__ __forceinline__ static void bfrag(const u32 X[8], u32 b[4][2]) {
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      b[ks][0] = X[2 * ks];
+      b[ks][1] = X[2 * ks + 1];
+    }
+  }
 };
 
 

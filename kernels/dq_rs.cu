@@ -195,10 +195,11 @@ __device__ __forceinline__ uint4 lds128(u32 base, u32 off) {
 
 // One thread's words of one stage, read from shared memory where rs_frag uses them.
 //   q(i): codes. 4-bit codes: the thread's own 16 bytes (i = 0 only), word ks its
-//   fragment codes of k step ks (formats.md); W8: two 16-byte lane blocks per k16 step
-//   (2 ks + e); BF16: step i ^ (gid >> 1)'s four fragment words. h(): the thread's Q5 /
-//   Q6 high-bit words; s(i): row gid + 8 i's scales (Q4/Q5/Q6 the FP16 scale; W8 the
-//   FP16 scales of groups 2 j, 2 j + 1; NVFP4 the E4M3 bytes of groups 4 j .. 4 j + 3).
+//   fragment codes of k step ks (formats.md); W8: the thread's 16 bytes of group i (k
+//   steps 2 i, 2 i + 1); BF16: step i ^ (gid >> 1)'s four fragment words. h(): the
+//   thread's Q5 / Q6 high-bit words; s(i): row gid + 8 i's scales (Q4/Q5/Q6 the FP16
+//   scale; W8 the FP16 scales of groups 2 j, 2 j + 1; NVFP4 the E4M3 bytes of groups
+//   4 j .. 4 j + 3).
 // (Loading a stage's words a stage ahead, right after the previous stage's MMAs, was
 // measured and dropped: Q4 / Q5 1-3 % slower, NVFP4 2 % faster, Q6 / W8 / BF16 13-14 %
 // slower, whose words held across the MMAs' issue are many; at NB = 2 they spilled.
@@ -240,10 +241,11 @@ template <int QT> struct RsSmem {
       return make_uint4(*reinterpret_cast<const u32*>(p), *reinterpret_cast<const u32*>(p + 1024),
                         *reinterpret_cast<const u32*>(p + 512), *reinterpret_cast<const u32*>(p + 1536));
     } else if constexpr (QT == QT_W8) {
-      // Group (32 k) ks / 2 of the half is 512 bytes; its lane block (gid, 2 (ks & 1) + e)
-      // holds k 16 ks + 8 e .. + 7 of row gid (bytes 0..7) and row gid + 8 (bytes 8..15).
-      const int ks = i >> 1, e = i & 1;
-      return *reinterpret_cast<const uint4*>(cb + (ks >> 1) * 512 + gid * 64 + 32 * (ks & 1) + 16 * e);
+      // Group (32 k) i of the half is 512 bytes; the thread's 16 bytes of it (formats.md)
+      // are word 2 kl + e: register 2 e + row's code pair of k step 2 i + kl at bytes
+      // 2 row, 2 row + 1. One conflict-free LDS.128 per group (the byte order before had
+      // each quad load the same 16 bytes, eight loads a stage).
+      return *reinterpret_cast<const uint4*>(cb + i * 512 + (gid * 4 + tig) * 16);
     } else {
       // 4-bit codes: one conflict-free LDS.128 a stage (a warp reads 512 contiguous
       // bytes: 4 wavefronts). The byte order before 2026-12 had each quad load the same
@@ -300,18 +302,19 @@ __device__ __forceinline__ void rs_frag(const RsSmem<QT>& r, int gid, int tig, u
       }
   } else if constexpr (QT == QT_W8) {
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      const int sh = 16 * (ks >> 1);  // group 2 j + ks / 2: the scale word's half
+    for (int kh = 0; kh < 2; ++kh) {
+      const int sh = 16 * kh;  // group 2 j + kh: the scale word's half
       const float s0 = h2f((unsigned short)(r.s(0) >> sh)), s1 = h2f((unsigned short)(r.s(1) >> sh));
+      const uint4 q = r.q(kh);
+      const u32 w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const uint4 q = r.q(2 * ks + e);
-        const u32 r0 = ((tig >> 1) ? q.y : q.x) >> (16 * (tig & 1));  // row gid: bytes 2 tig, + 1
-        const u32 r1 = ((tig >> 1) ? q.w : q.z) >> (16 * (tig & 1));  // row gid + 8
-        const float l0 = i8_value(r0), h0 = i8_value(r0 >> 8), l1 = i8_value(r1), h1 = i8_value(r1 >> 8);
-        a[ks][2 * e] = bf16_pair(l0, h0, s0);
-        a[ks][2 * e + 1] = bf16_pair(l1, h1, s1);
-      }
+      for (int kl = 0; kl < 2; ++kl)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const u32 x = w[2 * kl + e];  // rows gid (bytes 0, 1) and gid + 8 (bytes 2, 3)
+          a[2 * kh + kl][2 * e] = bf16_pair(i8_value(x), i8_value(x >> 8), s0);
+          a[2 * kh + kl][2 * e + 1] = bf16_pair(i8_value(x >> 16), i8_value(x >> 24), s1);
+        }
     }
   } else {
     constexpr u32 OFF = QT == QT_Q4 ? 8u : QT == QT_Q5 ? 16u : 32u;

@@ -14,7 +14,8 @@ CuPy arrays. The axes below name the fragment coordinates of the kernel: ``i`` =
 half (rows gid, gid + 8), ``gid`` = row mod 8, ``j`` = 64-k slab of the stage, ``tig``
 = the lane's quarter of a slab row (4-bit codes: the lane's k pair 2 tig, 2 tig + 1 of
 each 8 k), ``ks`` = the MMA's 16-k step of a slab, ``e`` = the 8-k half of a step,
-``p`` = a code's place in its k pair, ``h`` = W8's 32-k group of the slab, ``c`` =
+``p`` = a code's place in its k pair, ``kh``, ``kl`` = W8's 32-k group of the slab and
+its k step in the group (Q6's high bits: the same split of ``ks``), ``c`` =
 BF16's 8-value half of a lane's 16 values, ``b`` = bytes.
 
 The 4-bit code plane is ordered by nibble, not by byte: lane (gid, tig)'s 16 bytes of a
@@ -47,10 +48,12 @@ _KINDS: dict[str, tuple[tuple[tuple[str, int], ...], tuple[str, ...]]] = {
         (("i", 2), ("gid", 8), ("j", 2), ("ks", 4), ("e", 2), ("tig", 4), ("p", 2)),
         ("j", "gid", "tig", "ks", "p", "e", "i"),
     ),
-    # W8 int8 codes: 128 bytes per row per stage.
+    # W8 int8 codes: 128 bytes per row per stage. Lane (gid, tig)'s 16 bytes of group kh
+    # (32 k) of a slab hold its A registers' code pairs of k steps 2 kh + kl: bytes
+    # 8 kl + 2 r, + 1 for register r = i + 2 e.
     "codes8": (
-        (("i", 2), ("gid", 8), ("j", 2), ("h", 2), ("tig", 4), ("b", 8)),
-        ("j", "h", "gid", "tig", "i", "b"),
+        (("i", 2), ("gid", 8), ("j", 2), ("kh", 2), ("kl", 2), ("e", 2), ("tig", 4), ("p", 2)),
+        ("j", "kh", "gid", "tig", "kl", "e", "i", "p"),
     ),
     # BF16 values: 256 bytes per row per stage.
     "bf16": (

@@ -107,8 +107,9 @@ def stored_byte(plane: np.ndarray, kind: str, r: int, c: int, k_pad: int) -> int
     i, gid = divmod(rr, 8)
     st, cc = divmod(c, sb)
     if kind == "codes8":
-        j, h = cc // 64, (cc % 64) // 32
-        off = (2 * j + h) * 512 + (gid * 4 + (cc % 32) // 8) * 16 + i * 8 + cc % 8
+        j, kh, kl, e = cc // 64, (cc % 64) // 32, (cc % 32) // 16, (cc % 16) // 8
+        tig, p = (cc % 8) // 2, cc % 2
+        off = (2 * j + kh) * 512 + (gid * 4 + tig) * 16 + kl * 8 + e * 4 + i * 2 + p
     elif kind == "bf16":
         j, tig, half = cc // 128, (cc % 128) // 32, (cc % 32) // 16
         off = ((2 * j + i) * 2 + half) * 512 + (gid * 4 + tig) * 16 + cc % 16
