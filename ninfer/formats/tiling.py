@@ -19,8 +19,8 @@ its k step in the group (Q6's high bits: the same split of ``ks``), ``c`` =
 BF16's 8-value half of a lane's 16 values, ``b`` = bytes.
 
 The 4-bit code plane is ordered by nibble, not by byte: lane (gid, tig)'s 16 bytes of a
-slab are one 32-bit word per k step ks whose nibbles j and j + 4 are the two codes of
-the MMA's A register j (rows gid + 8 (j & 1), k 16 ks + 8 (j >> 1) + 2 tig, + 1), so
+slab are one 32-bit word per k step ks whose nibbles r and r + 4 are the two codes of
+the MMA's A register r (rows gid + 8 (r & 1), k 16 ks + 8 (r >> 1) + 2 tig, + 1), so
 that a thread loads its own codes with one 16-byte load and spreads a register's pair
 with a shift and one mask (kernels/dq_rs.cu, kernels/dec_q.cu). The Q5 / Q6 high-bit
 planes follow the same lanes by bit and by 2-bit field (``high1``, ``high2``).

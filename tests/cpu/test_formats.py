@@ -113,12 +113,14 @@ def stored_byte(plane: np.ndarray, kind: str, r: int, c: int, k_pad: int) -> int
     elif kind == "bf16":
         j, tig, half = cc // 128, (cc % 128) // 32, (cc % 32) // 16
         off = ((2 * j + i) * 2 + half) * 512 + (gid * 4 + tig) * 16 + cc % 16
-    else:  # "rows"
+    elif kind == "rows":
         off = rr * sb + cc
+    else:
+        raise ValueError(f"stored_byte: no byte formula for kind {kind!r}")
     return int(flat[band * 16 * width + st * 16 * sb + off])
 
 
-def stored_code4(plane: np.ndarray, r: int, k: int, k_pad: int) -> int:
+def stored_code4(plane: np.ndarray, r: int, k: int) -> int:
     """Row ``r``'s 4-bit code at column ``k``, read at its storage nibble.
 
     Written from docs/formats.md ("Storage order", 4-bit codes), independent of
@@ -136,7 +138,7 @@ def stored_code4(plane: np.ndarray, r: int, k: int, k_pad: int) -> int:
     return (byte >> 4) if f % 2 else (byte & 15)
 
 
-def stored_high(plane: np.ndarray, bits: int, r: int, k: int, k_pad: int) -> int:
+def stored_high(plane: np.ndarray, bits: int, r: int, k: int) -> int:
     """Row ``r``'s high bits (Q5: ``bits`` = 1, Q6: 2) at column ``k``, at their storage field.
 
     Written from docs/formats.md ("Storage order", high bits), independent of
@@ -182,7 +184,7 @@ def naive_decode(p) -> np.ndarray:  # type: ignore[no-untyped-def]
                 q = u8("qs", "codes8", r, k)
                 out[r, k] = f16("scales", r, k // 32) * (q - 256 if q > 127 else q)
                 continue
-            nib = stored_code4(pl["qs"], r, k, kp)
+            nib = stored_code4(pl["qs"], r, k)
             if p.qtype is QType.NVFP4:
                 sign = -1.0 if nib & 8 else 1.0
                 e, m = (nib >> 1) & 3, nib & 1
@@ -194,9 +196,9 @@ def naive_decode(p) -> np.ndarray:  # type: ignore[no-untyped-def]
                 continue
             code = nib
             if p.qtype is QType.Q5:
-                code |= stored_high(pl["qh"], 1, r, k, kp) << 4
+                code |= stored_high(pl["qh"], 1, r, k) << 4
             if p.qtype is QType.Q6:
-                code |= stored_high(pl["qh"], 2, r, k, kp) << 4
+                code |= stored_high(pl["qh"], 2, r, k) << 4
             off = {QType.Q4: 8, QType.Q5: 16, QType.Q6: 32}[p.qtype]
             out[r, k] = f16("scales", r, k // 64) * (code - off)
     return out
