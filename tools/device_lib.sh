@@ -12,6 +12,15 @@ device_setup() {
   OUT=${OUT:-runs/device}
   mkdir -p "$OUT"
   OUT=$(realpath "$OUT")
+  # Both scripts write sweep_<q>.{json,txt}, their tables and device.log: the second one run
+  # into the same OUT (one device call running both) writes into a subfolder of its own,
+  # instead of overwriting the first one's files.
+  if [ -f "$OUT/.device_script" ] && [ "$(cat "$OUT/.device_script")" != "$SCRIPT" ]; then
+    OUT="$OUT/$(basename "$SCRIPT" .sh)"
+    mkdir -p "$OUT"
+    echo "$SCRIPT: $OUT/.. holds another script's output; writing to $OUT" >&2
+  fi
+  echo "$SCRIPT" > "$OUT/.device_script"
   if [ -n "${BUNDLE:-}" ] && [ -z "${NINFER_IN_CLONE:-}" ]; then
     rm -rf "$CLONE" && git clone -q "$BUNDLE" "$CLONE" || exit 1
     git -C "$CLONE" checkout -q --detach "$(git bundle list-heads "$BUNDLE" | awk '$2=="HEAD"{print $1}')" || exit 1
