@@ -42,19 +42,19 @@ def n_stored(n: int) -> int:
 # Per tiling kind: (row-major split of [bands, 16 rows, stage units] into named axes,
 # storage order of those axes). Row axes come first (i, gid), then the column axes. The
 # unit is a byte, or the bit field of _UNIT_BITS (a byte's fields lowest bits first).
+#
+# The code and high-bit planes hold one unit per k, so their row-major split is the MMA
+# fragment's coordinates of k = 64 j + 16 ks + 8 e + 2 tig + p (ks = 2 kh + kl where a
+# kind groups two k steps); only their storage orders differ.
+_FRAG = (("i", 2), ("gid", 8), ("j", 2), ("ks", 4), ("e", 2), ("tig", 4), ("p", 2))
+_FRAG_KH = (("i", 2), ("gid", 8), ("j", 2), ("kh", 2), ("kl", 2), ("e", 2), ("tig", 4), ("p", 2))
 _KINDS: dict[str, tuple[tuple[tuple[str, int], ...], tuple[str, ...]]] = {
     # 4-bit codes (Q4, Q5/Q6 low nibbles, NVFP4): 128 nibbles (k) per row per stage.
-    "codes4": (
-        (("i", 2), ("gid", 8), ("j", 2), ("ks", 4), ("e", 2), ("tig", 4), ("p", 2)),
-        ("j", "gid", "tig", "ks", "p", "e", "i"),
-    ),
+    "codes4": (_FRAG, ("j", "gid", "tig", "ks", "p", "e", "i")),
     # W8 int8 codes: 128 bytes per row per stage. Lane (gid, tig)'s 16 bytes of group kh
     # (32 k) of a slab hold its A registers' code pairs of k steps 2 kh + kl: bytes
     # 8 kl + 2 r, + 1 for register r = i + 2 e.
-    "codes8": (
-        (("i", 2), ("gid", 8), ("j", 2), ("kh", 2), ("kl", 2), ("e", 2), ("tig", 4), ("p", 2)),
-        ("j", "kh", "gid", "tig", "kl", "e", "i", "p"),
-    ),
+    "codes8": (_FRAG_KH, ("j", "kh", "gid", "tig", "kl", "e", "i", "p")),
     # BF16 values: 256 bytes per row per stage.
     "bf16": (
         (("i", 2), ("gid", 8), ("j", 2), ("tig", 4), ("c", 2), ("b", 16)),
@@ -63,17 +63,11 @@ _KINDS: dict[str, tuple[tuple[tuple[str, int], ...], tuple[str, ...]]] = {
     # Q5 high bits (1 bit per k): 128 bits per row per stage; lane (gid, tig)'s 32-bit word
     # of a slab holds bit 4 ks + r for A register r's lower k, bit 16 + 4 ks + r for its
     # higher k (r = i + 2 e), so a register's pair is one shift and a mask away.
-    "high1": (
-        (("i", 2), ("gid", 8), ("j", 2), ("ks", 4), ("e", 2), ("tig", 4), ("p", 2)),
-        ("j", "gid", "tig", "p", "ks", "e", "i"),
-    ),
+    "high1": (_FRAG, ("j", "gid", "tig", "p", "ks", "e", "i")),
     # Q6 high bits (2 bits per k): 128 fields per row per stage; lane (gid, tig)'s two
     # 32-bit words of a slab hold k steps 2 kh, 2 kh + 1 each: field 4 kl + r for
     # register r's lower k, 8 + 4 kl + r for its higher k (ks = 2 kh + kl).
-    "high2": (
-        (("i", 2), ("gid", 8), ("j", 2), ("kh", 2), ("kl", 2), ("e", 2), ("tig", 4), ("p", 2)),
-        ("j", "gid", "tig", "kh", "p", "kl", "e", "i"),
-    ),
+    "high2": (_FRAG_KH, ("j", "gid", "tig", "kh", "p", "kl", "e", "i")),
     # Scales: each row's bytes of a stage, row after row.
     "rows": ((("r", 16), ("b", -1)), ("r", "b")),
 }
