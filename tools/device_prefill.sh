@@ -5,8 +5,8 @@
 # JSON under $OUT, archived in $OUT/prefill_artifacts.tar.gz.
 #
 # Usage (repo root): bash tools/device_prefill.sh [steps]
-#   steps: any of conformance rstest tune tables sweeps report ncu gap heads tiles xover ablate
-#   ncuabl
+#   steps: any of conformance rstest tune tables sweeps report ncu gap heads long tiles xover
+#   ablate ncuabl
 #   (default: conformance tune tables sweeps report)
 #   rstest: tests/gpu/test_dq_rs.py alone (a kernel change's first check);
 #   tiles: tools/dq_rs_tiles.py (each dq_rs tile against the table's route; TILE_QTYPES,
@@ -20,6 +20,8 @@
 #   states, per-SASS-instruction stall samples and pipe counters, in $OUT/ncu_abl.tar.gz;
 #   gap: dq_rs vs dq_gemm on N between the suites' 10240 and 14336 (tools/prefill_crossover.py)
 #   heads: the same on the suites' K = 2048 heads ([131072,2048], [248320,2048]), T >= 512
+#   long: the same past T = 512: the big weights at T = 768 ... 2048, the mid weights at
+#   T = 384 ... 1024, the 27B output head [248320,5120] at T = 1024 and 2048
 #   BUNDLE=path/to/repo.bundle: run in a clone of the bundle's HEAD (records carry the
 #   real commit and dirty=false); BASELINE=1 also refreshes baselines/h200 there
 #   (tools/device_regress.sh conformance baseline) first.
@@ -148,5 +150,16 @@ if has heads; then
   echo "== heads (the suites' K = 2048 output / draft heads, T = 512 ... 1024)" | tee -a "$OUT/device.log"
   timeout 200 $PY tools/prefill_crossover.py --qtypes q4,nvfp4,q6,w8 --shapes 131072x2048,248320x2048 \
     --ts 512,768,1024 --json "$OUT/crossover_heads.json" 2>&1 | tee "$OUT/crossover_heads.txt" | tail -3 | tee -a "$OUT/device.log"
+fi
+if has long; then
+  echo "== long (dq_rs vs dq_gemm past T = 512)" | tee -a "$OUT/device.log"
+  X="$PY tools/prefill_crossover.py --repeat 10"
+  timeout 290 $X --qtypes q5,q6,w8,q4,nvfp4,bf16 --shapes 14336x5120,16384x5120,34816x5120,5120x17408,5120x10240 \
+    --ts 768,1024,1536,2048 --json "$OUT/crossover_long_big.json" > "$OUT/crossover_long_big.txt" 2>&1
+  timeout 120 $X --qtypes q4,q5,q6,w8 --shapes 4608x4608,5120x6144,6144x5120 \
+    --ts 384,512,768,1024 --json "$OUT/crossover_long_mid.json" > "$OUT/crossover_long_mid.txt" 2>&1
+  timeout 100 $X --qtypes q6,q4 --shapes 248320x5120 --ts 1024,2048 \
+    --json "$OUT/crossover_long_head.json" > "$OUT/crossover_long_head.txt" 2>&1
+  tail -n 4 "$OUT"/crossover_long_*.txt | tee -a "$OUT/device.log"
 fi
 tar -czf "$OUT/prefill_artifacts.tar.gz" -C "$OUT" --exclude prefill_artifacts.tar.gz . 2>/dev/null
