@@ -20,6 +20,7 @@
 #   states, per-SASS-instruction stall samples and pipe counters, in $OUT/ncu_abl.tar.gz;
 #   gap: dq_rs vs dq_gemm on N between the suites' 10240 and 14336 (tools/prefill_crossover.py)
 #   heads: the same on the suites' K = 2048 heads ([131072,2048], [248320,2048]), T >= 512
+#   (HEADS_QTYPES, HEADS_TS override the formats and T values)
 #   long: the same past T = 512: the big weights at T = 768 ... 2048, the mid weights at
 #   T = 384 ... 1024, the 27B output head [248320,5120] at T = 1024 and 2048
 #   BUNDLE=path/to/repo.bundle: run in a clone of the bundle's HEAD (records carry the
@@ -147,9 +148,9 @@ if has gap; then
     --ts 65,128,192,256 --json "$OUT/crossover_gap.json" 2>&1 | tee "$OUT/crossover_gap.txt" | tail -3 | tee -a "$OUT/device.log"
 fi
 if has heads; then
-  echo "== heads (the suites' K = 2048 output / draft heads, T = 512 ... 1024)" | tee -a "$OUT/device.log"
-  timeout 200 $PY tools/prefill_crossover.py --qtypes q4,nvfp4,q6,w8 --shapes 131072x2048,248320x2048 \
-    --ts 512,768,1024 --json "$OUT/crossover_heads.json" 2>&1 | tee "$OUT/crossover_heads.txt" | tail -3 | tee -a "$OUT/device.log"
+  echo "== heads (the suites' K = 2048 output / draft heads, T >= 512)" | tee -a "$OUT/device.log"
+  timeout 200 $PY tools/prefill_crossover.py --qtypes "${HEADS_QTYPES:-q4,nvfp4,q6,w8}" \
+    --shapes 131072x2048,248320x2048 --ts "${HEADS_TS:-512,768,1024}" --json "$OUT/crossover_heads.json" 2>&1 | tee "$OUT/crossover_heads.txt" | tail -3 | tee -a "$OUT/device.log"
 fi
 if has long; then
   echo "== long (dq_rs vs dq_gemm past T = 512)" | tee -a "$OUT/device.log"
