@@ -85,30 +85,36 @@ _W8_N, _SMALL_N = 6144, 3456
 # T >= 65 on sm_90: dq_rs (one kernel, the weight decoded into wgmma's registers) against
 # dq_gemm (decode to BF16 + cuBLAS), both timed on the suites' 13 shapes, every format,
 # T = 65 ... 1024 (docs/perf/prefill_h200/crossover_dq_rs_persistent_b04da00.json: dq_rs
-# on its persistent grid; ratios are dq_rs / dq_gemm time):
+# on its persistent grid; ratios are dq_rs / dq_gemm time), and again past T = 256 with
+# the fragment-order kernel (b9c0e3b's; crossover_long_*_63122b2.json: the big and mid
+# weights and the 27B head [248320,5120], T = 384 ... 2048; crossover_heads_e353264.json:
+# the K = 2048 heads, T = 1024 ... 2048):
 # - "Big" weights, N >= 14336 or (N >= 4608 and K >= 10240): dq_rs wins at T <= 256 in
-#   every format (0.33-0.67) and at T = 257 ... 768 (Q4, NVFP4, BF16 0.60-0.89; Q5, Q6,
-#   W8 0.71-0.97). At T = 1024 Q4, NVFP4 and BF16 still win (0.78-0.95) and Q5, Q6, W8
-#   tie (0.92-1.05), so they go to dq_gemm past 768. (Since then [16384,5120], and
-#   [14336,5120] up to T = 512, run one whole tile per block, as at 2210cc1: DP_FILL and
-#   SK_LONG in routes/dq_rs.py; the same times or lower.)
+#   every format (0.33-0.67) and at T = 768 / 1024 (0.64-0.89 / 0.75-0.96, W8 the
+#   highest). At T = 1536 every format but W8 still wins (0.86-0.99); W8 ties or loses
+#   (1.00-1.04). At T = 2048 the K = 2048 heads lose in every format but NVFP4
+#   (0.94-1.11) and the others tie or win (0.89-1.01; W8 1.02-1.07). So dq_rs to
+#   T = 1536 but W8, W8 to 1024. (Since then [16384,5120], and [14336,5120] up to
+#   T = 512, run one whole tile per block, as at 2210cc1: DP_FILL and SK_LONG in
+#   routes/dq_rs.py; the same times or lower.)
 # - "Mid" weights, 4608 <= N < 14336 with 4608 <= K < 10240 ([4608,4608], [5120,6144],
 #   [6144,5120]): every format wins or ties at T <= 256 (0.52-0.95; [4608,4608] at
-#   T = 192 / 256 0.98-1.06 but NVFP4 and BF16), NVFP4 and BF16 past 256 too (0.75-1.01);
-#   Q4, Q5, Q6 and W8 tie or lose past 256 (0.83-1.19, most 0.9-1.1).
+#   T = 192 / 256 0.98-1.06 but NVFP4 and BF16), NVFP4 and BF16 to 1024 too (0.75-1.01).
+#   Q4, Q5, Q6 win at T = 512 / 768 (0.80-0.94) and tie at 384 / 1024 (0.93-1.09, most
+#   0.95-1.01): dq_rs to 1024. W8 wins at 512 / 768 (0.87-1.00) but loses at 1024
+#   (1.00-1.05): to 768. (At T = 1024 a [5120,6144] grid is two waves of 128 x 256
+#   tiles, the second 28 of 132: 768 is one.)
 # - BF16 with 4608 <= N < 14336 and K < 4608 keeps 2a4c83c's entry (T <= 256; no
 #   suite shape measures it).
 # - Smaller weights (N <= 4304, or K <= 4096): dq_rs loses (1.00-2.5; a call costs it at
 #   least ~16 us), but for NVFP4 / BF16 [2048,4096] at T <= 128 (0.91-0.99), left to
 #   dq_gemm.
-# Past T = 1024 nothing was measured: dq_gemm.
-_RS_N, _RS_MID, _RS_BIG_K, _RS_T = 14336, 4608, 10240, 1024
-_RS_DEAR_T = 768
+# Past those T, dq_gemm.
+_RS_N, _RS_MID, _RS_BIG_K = 14336, 4608, 10240
+_RS_BIG_T, _RS_BIG_W8_T = 1536, 1024  # dq_rs's last T on big weights: all but W8, W8
+_RS_MID_T, _RS_MID_W8_T = 1024, 768  # the same on mid weights
 _QUANT = ALL_QTYPES - {QType.BF16}
-_RS_CHEAP = frozenset({QType.Q4, QType.NVFP4})
-_RS_DEAR = _QUANT - _RS_CHEAP  # Q5, Q6, W8
-_RS_WIDE = frozenset({QType.NVFP4, QType.BF16})  # dq_rs to T = 1024 on mid weights too
-_RS_NARROW = ALL_QTYPES - _RS_WIDE
+_NOT_W8 = ALL_QTYPES - _W8
 _RS = "fused wgmma, weight decoded into registers (sm_90a)"
 _DQ = "decode + cuBLAS"
 
@@ -184,22 +190,21 @@ _BIG_K = _Box(n_min=_RS_MID, n_max=_RS_N - 1, k_min=_RS_BIG_K)  # 4608 <= N < 14
 _MID = _Box(n_min=_RS_MID, n_max=_RS_N - 1, k_min=_RS_MID, k_max=_RS_BIG_K - 1)
 _LOW_K = _Box(n_min=_RS_MID, n_max=_RS_N - 1, k_max=_RS_MID - 1)
 _SM90_PREFILL = (
-    # big weights: N >= 14336, or 4608 <= N < 14336 with K >= 10240
+    # big weights (N >= 14336, or 4608 <= N < 14336 with K >= 10240) and mid weights
     *(
         r
-        for box in (_BIG_N, _BIG_K)
+        for box, t_last, w8_last in (
+            (_BIG_N, _RS_BIG_T, _RS_BIG_W8_T),
+            (_BIG_K, _RS_BIG_T, _RS_BIG_W8_T),
+            (_MID, _RS_MID_T, _RS_MID_W8_T),
+        )
         for r in (
-            Route("dq_rs", 65, _RS_T, _RS_CHEAP | _BF16, **box, note=_RS),
-            Route("dq_gemm", _RS_T + 1, None, _RS_CHEAP | _BF16, **box, note=_DQ),
-            Route("dq_rs", 65, _RS_DEAR_T, _RS_DEAR, **box, note=_RS),
-            Route("dq_gemm", _RS_DEAR_T + 1, None, _RS_DEAR, **box, note=_DQ),
+            Route("dq_rs", 65, t_last, _NOT_W8, **box, note=_RS),
+            Route("dq_gemm", t_last + 1, None, _NOT_W8, **box, note=_DQ),
+            Route("dq_rs", 65, w8_last, _W8, **box, note=_RS),
+            Route("dq_gemm", w8_last + 1, None, _W8, **box, note=_DQ),
         )
     ),
-    # mid weights: 4608 <= N < 14336, 4608 <= K < 10240
-    Route("dq_rs", 65, _RS_T, _RS_WIDE, **_MID, note=_RS),
-    Route("dq_gemm", _RS_T + 1, None, _RS_WIDE, **_MID, note=_DQ),
-    Route("dq_rs", 65, 256, _RS_NARROW, **_MID, note=_RS),
-    Route("dq_gemm", 257, None, _RS_NARROW, **_MID, note=_DQ),
     # 4608 <= N < 14336 with K < 4608
     Route("dq_rs", 65, 256, _BF16, **_LOW_K, note=_RS),
     Route("dq_gemm", 257, None, _BF16, **_LOW_K, note=_DQ),
@@ -226,6 +231,8 @@ _SM90_PREFILL = (
 # Big-N weights with K < 4608 (the K = 2048 heads) were not measured at T <= 64: they
 # keep the routes before it.
 _EARLY_RS_K = _RS_MID
+_RS_WIDE = frozenset({QType.NVFP4, QType.BF16})  # dq_rs from T = 17 on N >= 14336
+_RS_NARROW = ALL_QTYPES - _RS_WIDE
 _SM90_EARLY = _carve(
     (  # before dq_rs (docs/perf/decode_h200/crossover*.json)
         Route("dq_gemm", 17, 32, _W8, n_max=_W8_N, note="W8, N <= 6144: decode + cuBLAS"),
