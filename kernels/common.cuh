@@ -63,6 +63,11 @@ __device__ __forceinline__ uint4 ldg16(const void* p) {
   return __ldg(reinterpret_cast<const uint4*>(p));
 }
 
+// Word j of a 16-byte load (j a compile-time constant once unrolled: a register, no select).
+__device__ __forceinline__ u32 word_of(const uint4& q, int j) {
+  return j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w;
+}
+
 struct WPlanes {
   const u8* qs;  // codes (all formats; BF16 values for QT_BF16)
   const u8* qh;  // high bits (Q5, Q6), else null
@@ -188,50 +193,35 @@ template <> struct Fmt<QT_Q4> {
 
 // Q5 / Q6 high bits of chunk c of row n: lane block (gid, tig)'s word(s) of slab j, as
 // load_codes4's (k steps ks = 2 (c & 1) + dk): code m = 16 dk + 8 e + 2 tig + p's bits
-// are (hi_at) Q5 bit 16 p + 4 ks + 2 e + i of the lane's word, Q6 field 8 p + 4 dk + 2 e
-// + i of the lane's word c & 1.
+// are Q5 bit 16 p + 4 ks + 2 e + i of the lane's word, Q6 field 8 p + 4 dk + 2 e + i of
+// the lane's word c & 1 (the words hi_at reads in the tensor-core kernels).
 __device__ __forceinline__ const u8* high_at(const WPlanes& p, int n, int c, int hb, int tig) {
   const int st = c >> 2, j = (c >> 1) & 1, r = n & 15;
   return p.qh + band_base(n, p.kpad / 8 * hb) + st * 256 * hb + j * 128 * hb + ((r & 7) * 4 + tig) * 4 * hb;
 }
 
-template <> struct Fmt<QT_Q5> {
+// Q5 (HB = 1) and Q6 (HB = 2): the nibble plus HB high bits above it, offset 2^(3 + HB).
+template <int HB> struct FmtHigh {
   static constexpr int GROUP = 64;
   __device__ __forceinline__ static void codes(const WPlanes& p, int n, int c, float v[32]) {
-    unpack_nibbles(p, n, c, v, 16.f);
+    unpack_nibbles(p, n, c, v, float(8 << HB));
     u32 h[4];
 #pragma unroll
-    for (int t = 0; t < 4; ++t)  // down by 8 (c & 1) + i: bit 16 p + 4 dk + 2 e
-      h[t] = __ldg(reinterpret_cast<const u32*>(high_at(p, n, c, 1, t))) >> (8 * (c & 1) + ((n >> 3) & 1));
+    for (int t = 0; t < 4; ++t)  // down by HB i; Q5 also by 8 (c & 1), Q6 reads word c & 1
+      h[t] = __ldg(reinterpret_cast<const u32*>(high_at(p, n, c, HB, t) + (HB == 2 ? 4 * (c & 1) : 0))) >>
+             (HB * ((n >> 3) & 1) + (HB == 1 ? 8 * (c & 1) : 0));
 #pragma unroll
     for (int m = 0; m < 32; ++m) {
       const int dk = m >> 4, e = (m >> 3) & 1, t = (m >> 1) & 3, q = m & 1;
-      v[m] += u2f_exact(((h[t] >> (16 * q + 4 * dk + 2 * e)) & 1u) << 4);
+      v[m] += u2f_exact(((h[t] >> (16 * q + HB * (4 * dk + 2 * e))) & ((1u << HB) - 1u)) << 4);
     }
   }
   __device__ __forceinline__ static float scale(const WPlanes& p, int n, int g) {
     return fp16_scale(p.sc, n, p.kpad, 64, g);
   }
 };
-
-template <> struct Fmt<QT_Q6> {
-  static constexpr int GROUP = 64;
-  __device__ __forceinline__ static void codes(const WPlanes& p, int n, int c, float v[32]) {
-    unpack_nibbles(p, n, c, v, 32.f);
-    u32 h[4];
-#pragma unroll
-    for (int t = 0; t < 4; ++t)
-      h[t] = __ldg(reinterpret_cast<const u32*>(high_at(p, n, c, 2, t) + 4 * (c & 1))) >> (2 * ((n >> 3) & 1));
-#pragma unroll
-    for (int m = 0; m < 32; ++m) {
-      const int dk = m >> 4, e = (m >> 3) & 1, t = (m >> 1) & 3, q = m & 1;
-      v[m] += u2f_exact(((h[t] >> (16 * q + 8 * dk + 4 * e)) & 3u) << 4);
-    }
-  }
-  __device__ __forceinline__ static float scale(const WPlanes& p, int n, int g) {
-    return fp16_scale(p.sc, n, p.kpad, 64, g);
-  }
-};
+template <> struct Fmt<QT_Q5> : FmtHigh<1> {};
+template <> struct Fmt<QT_Q6> : FmtHigh<2> {};
 
 template <> struct Fmt<QT_W8> {
   static constexpr int GROUP = 32;

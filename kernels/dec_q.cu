@@ -73,8 +73,8 @@ __device__ __forceinline__ void ldsm_x4(u32 addr, u32& d0, u32& d1, u32& d2, u32
 // frag() builds the A registers of the slab's four k-steps:
 // a[ks][0] / a[ks][1] = rows 0 / 1 at slots (2tig, 2tig+1), a[ks][2] / a[ks][3] at
 // (2tig+8, 2tig+9). GSTEP: k-steps per scaled group (0: the scale is inside A or none).
-// XNAT: slot k of step ks is k 16 ks + k of the slab (the 4-bit codes: x's B fragments by
-// ldmatrix); otherwise xoff() and bfrag() say which k a lane's slots hold.
+// XNAT: slot k of step ks is k 16 ks + k of the slab (the 4-bit codes and W8: x's B
+// fragments by ldmatrix); otherwise xoff() and bfrag() say which k a lane's slots hold.
 template <int QT> struct Dec;
 
 template <int HB, int OFF> struct Dec4 {
@@ -238,7 +238,7 @@ template <> struct Dec<QT_W8> {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int m = 2 * (ks & 1) + e;
-        const u32 v = m == 0 ? q.x : m == 1 ? q.y : m == 2 ? q.z : q.w;
+        const u32 v = word_of(q, m);
         a[ks][2 * e] = pair(v, 0);
         a[ks][2 * e + 1] = pair(v, 2);
       }
@@ -272,16 +272,13 @@ template <> struct Dec<QT_BF16> {
 #pragma unroll
       for (int c = 0; c < 2; ++c) w.q[i][c] = lds16(sm + ((2 * j + i) * 2 + c) * 512 + lane * 16);
   }
-  __device__ __forceinline__ static u32 word(const uint4& q, int j) {
-    return j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w;
-  }
   __device__ __forceinline__ static void frag(const Raw& w, u32 a[4][4]) {
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        a[ks][i] = word(w.q[i][ks >> 1], 2 * (ks & 1));
-        a[ks][2 + i] = word(w.q[i][ks >> 1], 2 * (ks & 1) + 1);
+        a[ks][i] = word_of(w.q[i][ks >> 1], 2 * (ks & 1));
+        a[ks][2 + i] = word_of(w.q[i][ks >> 1], 2 * (ks & 1) + 1);
       }
   }
   __device__ __forceinline__ static float scale(const Raw&, int, int) { return 1.f; }
@@ -296,8 +293,9 @@ template <> struct Dec<QT_BF16> {
 };
 
 
-// Bytes of one staged x row: 128 k of BF16 plus 16 bytes of padding, so the B-fragment
-// LDS.128s of the 8 token rows of a phase fall in distinct banks.
+// Bytes of one staged x row: 128 k of BF16 plus 16 bytes of padding, so the 16-byte
+// pieces a B-fragment load takes from 8 token rows (ldmatrix's row addresses, or BF16's
+// LDS.128s) fall in distinct banks.
 #define DEC_XS 272
 
 // x rows whose base or pitch is not 16-byte aligned (a strided view): no cp.async, plain

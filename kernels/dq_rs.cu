@@ -13,10 +13,12 @@
 //   wgmma.m64n128k16 per k16 step and 128-token half, A from registers, B (x) from
 //   shared memory. Stage st's MMAs run while the warp decodes stage st + 1 (two
 //   fragment sets; wgmma.wait_group 1), so that the decode can run under the tensor
-//   cores. Measured, it mostly does not: the MMAs' reads of x, the decode's loads and
-//   the TMA writes oversubscribe the SM's shared-memory pipe, and at NB = 1 the decode
-//   alone takes longer than the MMAs' peak stage (541 cycles against 512; they took 611
-//   alone; docs/perf/prefill_h200.md, "Why the decode and the MMAs do not overlap").
+//   cores. Measured, it mostly does not: with the planes' earlier byte order the MMAs'
+//   reads of x, the decode's loads and the TMA writes oversubscribed the SM's
+//   shared-memory pipe, and at NB = 1 the decode alone took longer than the MMAs' peak
+//   stage (541 cycles against 512; they took 611 alone). In fragment order it takes less
+//   than the MMAs alone (Q4 T = 128: 21.2 against 30.4 us) and the two still add up
+//   (39.1 us; docs/perf/prefill_h200.md, "Why the decode and the MMAs do not overlap").
 // - warpgroup 2: one thread issues the copies — per stage one TMA box of x (64 k x 128 NB
 //   tokens, 128-byte swizzle; out-of-bounds tokens and columns read as zero) and one box
 //   per weight plane (the stage's blocks of the tile's 8 bands, as stored: formats.md),
@@ -42,11 +44,13 @@ constexpr int RS_X_HALF = RS_BT * RS_BK * 2;  // 16 KB: one 128-token half of an
 constexpr int RS_ATOM = 1024;                // 8 swizzled 128-byte rows: the x tile's SBO
 
 // Bytes of one 16-row band per 64-k stage, per plane (formats.md: a 128-k storage stage
-// holds 2x the codes of a 64-k stage; high bits and scales are copied whole per 128 k).
+// holds two 64-k slabs of codes and of high bits, each contiguous, so a stage copies its
+// slab; the scales, row by row, are copied whole per 128 k). Copying Q6's high bits whole
+// too (512 bytes) kept its NB = 1 ring at 4 slots: 8 did not fit in shared memory.
 template <int QT> struct RsBand;
 template <> struct RsBand<QT_Q4> { static constexpr int CODES = 512, QH = 0, SC = 64; };
-template <> struct RsBand<QT_Q5> { static constexpr int CODES = 512, QH = 256, SC = 64; };
-template <> struct RsBand<QT_Q6> { static constexpr int CODES = 512, QH = 512, SC = 64; };
+template <> struct RsBand<QT_Q5> { static constexpr int CODES = 512, QH = 128, SC = 64; };
+template <> struct RsBand<QT_Q6> { static constexpr int CODES = 512, QH = 256, SC = 64; };
 template <> struct RsBand<QT_W8> { static constexpr int CODES = 1024, QH = 0, SC = 128; };
 template <> struct RsBand<QT_NVFP4> { static constexpr int CODES = 512, QH = 0, SC = 128; };
 template <> struct RsBand<QT_BF16> { static constexpr int CODES = 2048, QH = 0, SC = 0; };
@@ -206,7 +210,8 @@ __device__ __forceinline__ uint4 lds128(u32 base, u32 off) {
 // docs/perf/prefill_h200.md, versions table, "stage words a stage ahead".)
 //
 // Offsets follow formats.md's storage order: the stage's blocks lie at `wst` (codes, then
-// high bits, then scales, each 8 bands; the stage is half j of its 128-k storage stage).
+// high bits, then scales, each 8 bands; the stage is half j of its 128-k storage stage:
+// its codes and high bits are that half's, its scales the whole storage stage's).
 // 4-bit codes: lane_codes = the shared address of the thread's 16 bytes in slot 0 (band,
 // lane block gid * 4 + tig), slot_off = the slot's offset.
 template <int QT> struct RsSmem {
@@ -254,13 +259,13 @@ template <int QT> struct RsSmem {
       return lds128(lane_codes, slot_off + i * 16);
     }
   }
-  // The thread's high-bit words of the stage (formats.md; slab j of the 128-k storage
-  // stage, copied whole): Q5 one (x.y unused), Q6 two (k steps 0, 1 and 2, 3). hi_at
-  // takes a register's bits out of them.
+  // The thread's high-bit words of the stage (formats.md; the stage copies slab j of its
+  // 128-k storage stage alone): Q5 one (x.y unused), Q6 two (k steps 0, 1 and 2, 3).
+  // hi_at takes a register's bits out of them.
   __device__ __forceinline__ uint2 h() const {
     const int lane = gid * 4 + tig;
-    if constexpr (QT == QT_Q5) return make_uint2(*reinterpret_cast<const u32*>(hb + j * 128 + lane * 4), 0u);
-    if constexpr (QT == QT_Q6) return *reinterpret_cast<const uint2*>(hb + j * 256 + lane * 8);
+    if constexpr (QT == QT_Q5) return make_uint2(*reinterpret_cast<const u32*>(hb + lane * 4), 0u);
+    if constexpr (QT == QT_Q6) return *reinterpret_cast<const uint2*>(hb + lane * 8);
     return make_uint2(0u, 0u);
   }
   __device__ __forceinline__ u32 s(int i) const {
@@ -276,11 +281,11 @@ template <int QT> struct RsSmem {
 // 2, 3) of each k16 step: register k's two codes are nibbles k and k + 4 of word ks of
 // the thread's codes (formats.md). nib: 0x000F000F from a register (nib_mask).
 template <int QT>
-__device__ __forceinline__ void rs_frag(const RsSmem<QT>& r, int gid, int tig, u32 nib, u32 a[4][4]) {
+__device__ __forceinline__ void rs_frag(const RsSmem<QT>& r, u32 nib, u32 a[4][4]) {
   if constexpr (QT == QT_BF16) {
     // r.q(m) holds step m ^ g (RsSmem::q): a[ks] = q[ks ^ g] = q[(ks ^ (g & 2)) ^ (g & 1)],
     // by two rounds of selects (32 per stage, on an otherwise idle ALU).
-    const int g = gid >> 1;
+    const int g = r.gid >> 1;
     const bool b1 = g & 2, b0 = g & 1;
     u32 t[4][4];
 #pragma unroll
@@ -510,7 +515,8 @@ __global__ void __launch_bounds__(384, 1)
           mbar_expect_tx(full(s), xbytes + WST);
           tma_2d(xs0 + s * XT, xm, g * RS_BK, t0, full(s));
           tma_2d(dst, &wcodes, (sst * 2 * B::CODES + half * B::CODES) / 8, n0 / 16, full(s));
-          if constexpr (B::QH > 0) tma_2d(dst + 8 * B::CODES, &whigh, sst * B::QH / 8, n0 / 16, full(s));
+          if constexpr (B::QH > 0)
+            tma_2d(dst + 8 * B::CODES, &whigh, (sst * 2 * B::QH + half * B::QH) / 8, n0 / 16, full(s));
           if constexpr (B::SC > 0) tma_2d(dst + 8 * (B::CODES + B::QH), &wscale, sst * B::SC / 8, n0 / 16, full(s));
         }
         for (int d = 2 * (p1 - p0); d % S != 0; ++d, ++rc) {  // the lap's unused slots
@@ -538,7 +544,7 @@ __global__ void __launch_bounds__(384, 1)
   auto step = [&](int s, int lap, int st, u32 (&a)[4][4]) {
     mbar_wait(full(s), lap & 1);
     // Slot s holds a stage of parity s: a run starts on a lap, and S is even.
-    rs_frag<QT>(RsSmem<QT>(wr + s * WST, lane_codes, s * WST, band, s & 1, gid, tig), gid, tig, nib, a);
+    rs_frag<QT>(RsSmem<QT>(wr + s * WST, lane_codes, s * WST, band, s & 1, gid, tig), nib, a);
     fence_acc();
     // The fence takes the fragments as operands, so their definitions stay before it.
     asm volatile("wgmma.fence.sync.aligned;"

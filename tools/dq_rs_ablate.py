@@ -27,7 +27,11 @@ order landed, patched the byte order's kernel: the JSONs of that time hold their
 texts.)
 
     python tools/dq_rs_ablate.py [--points q4:14336x5120:128,...] [--variants full,nodecode]
-        [--ref earlier_dq_rs_assembled.cu]
+        [--ref earlier_dq_rs_assembled.cu [--ref-band q6:512:512:64,...]]
+
+``--ref-band``: the per-stage band bytes (codes, high bits, scales: routes/dq_rs.py's
+BAND, which also sets the ring depth) the earlier source was built for, where they
+differ from today's; the launcher's boxes and byte counts must match the kernel's.
 
 ``--profile``: no timing; each variant's call on each point runs once more between
 cudaProfilerStart/Stop (for ``ncu --profile-from-start off``: one profiled dq_rs
@@ -48,13 +52,13 @@ from ninfer.bench.fixture import random_activations, random_device_weight
 from ninfer.bench.results import environment
 from ninfer.bench.run import prepared_call, profile_one
 from ninfer.bench.timer import ColdTimer
-from ninfer.routes import Problem, launch, select, table
+from ninfer.routes import Problem, dq_rs, launch, select, table
 from ninfer.runtime import compile as rt_compile
 from ninfer.runtime.sources import assembled_source
 
 # (the text as in kernels/dq_rs.cu, its replacement): each must occur exactly once.
 _DECODE = (
-    "    rs_frag<QT>(RsSmem<QT>(wr + s * WST, lane_codes, s * WST, band, s & 1, gid, tig), gid, tig, nib, a);",
+    "    rs_frag<QT>(RsSmem<QT>(wr + s * WST, lane_codes, s * WST, band, s & 1, gid, tig), nib, a);",
     "    (void)lane_codes, (void)nib;",
 )
 # Without the MMAs nothing reads the fragments in PTX (the fence's operands are NVVM's
@@ -81,7 +85,8 @@ _COPY = [
         "",
     ),
     (
-        "          if constexpr (B::QH > 0) tma_2d(dst + 8 * B::CODES, &whigh, sst * B::QH / 8, n0 / 16, full(s));",
+        "          if constexpr (B::QH > 0)\n"
+        "            tma_2d(dst + 8 * B::CODES, &whigh, (sst * 2 * B::QH + half * B::QH) / 8, n0 / 16, full(s));",
         "",
     ),
     (
@@ -209,7 +214,17 @@ def main() -> int:
         "--ref",
         help="an assembled dq_rs source (e.g. an earlier commit's): timed as variant 'ref' beside the others",
     )
+    ap.add_argument(
+        "--ref-band",
+        default="",
+        help="qtype:codes:high:scales,... dq_rs.BAND entries for the --ref source",
+    )
     args = ap.parse_args()
+    ref_band = {}
+    for spec in filter(None, args.ref_band.split(",")):
+        q, *b = spec.split(":")
+        codes, high, scales = (int(v) for v in b)
+        ref_band[QType(q)] = (codes, high, scales)
     points = []
     for spec in args.points.split(","):
         q, nk, t = spec.split(":")
@@ -232,8 +247,10 @@ def main() -> int:
     for q, n, k, t in points:
         _check(Problem(q, Policy.A16, n, k, t, cc))
     for v in variants:
+        band = dict(dq_rs.BAND)
         if v == "ref":
             rt_compile.assembled_source = _with_dq_rs(ref_text)  # type: ignore[assignment]
+            dq_rs.BAND.update(ref_band)
         else:
             rt_compile.assembled_source = patched(VARIANTS[v])  # type: ignore[assignment]
         rt_compile._cache.clear()
@@ -251,6 +268,8 @@ def main() -> int:
                 else:
                     results[(q, n, k, t)][v] = time_under(table.ROUTE_TABLES, timer, x, w, out)
         finally:
+            dq_rs.BAND.clear()
+            dq_rs.BAND.update(band)
             rt_compile.assembled_source = assembled_source
             rt_compile._cache.clear()
             launch._kernels.clear()

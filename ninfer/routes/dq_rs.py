@@ -67,8 +67,8 @@ BLOCKS_FORCE: int | None = None  # tests: force the split of tiles between block
 # Bytes of one 16-row band per 64-k stage: (codes, high bits, scales); RsBand<QT>.
 BAND: dict[QType, tuple[int, int, int]] = {
     QType.Q4: (512, 0, 64),
-    QType.Q5: (512, 256, 64),
-    QType.Q6: (512, 512, 64),
+    QType.Q5: (512, 128, 64),
+    QType.Q6: (512, 256, 64),
     QType.W8: (1024, 0, 128),
     QType.NVFP4: (512, 0, 128),
     QType.BF16: (2048, 0, 0),
