@@ -247,10 +247,15 @@ def main() -> int:
     for q, n, k, t in points:
         _check(Problem(q, Policy.A16, n, k, t, cc))
     for v in variants:
-        band = dict(dq_rs.BAND)
+        band, instances = dict(dq_rs.BAND), dq_rs.INSTANCES
         if v == "ref":
             rt_compile.assembled_source = _with_dq_rs(ref_text)  # type: ignore[assignment]
             dq_rs.BAND.update(ref_band)
+            # BAND sets the ring depth, a template argument: the ref's instances by name.
+            ref_names = (
+                dq_rs.instance(Problem(q, Policy.A16, n, k, t, cc)) for q, n, k, t in points
+            )
+            dq_rs.INSTANCES = tuple(dict.fromkeys((*instances, *ref_names)))
         else:
             rt_compile.assembled_source = patched(VARIANTS[v])  # type: ignore[assignment]
         rt_compile._cache.clear()
@@ -270,6 +275,7 @@ def main() -> int:
         finally:
             dq_rs.BAND.clear()
             dq_rs.BAND.update(band)
+            dq_rs.INSTANCES = instances
             rt_compile.assembled_source = assembled_source
             rt_compile._cache.clear()
             launch._kernels.clear()
