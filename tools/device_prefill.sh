@@ -22,7 +22,7 @@
 #   gap: dq_rs vs dq_gemm on N between the suites' 10240 and 14336 (tools/prefill_crossover.py)
 #   heads: the same on the suites' K = 2048 heads ([131072,2048], [248320,2048]), T >= 512
 #   (HEADS_QTYPES, HEADS_TS override the formats and T values)
-#   long: the same past T = 512: the big weights at T = 768 ... 2048, the mid weights at
+#   long: the same past T = 256: the big weights at T = 768 ... 2048, the mid weights at
 #   T = 384 ... 1024, the 27B output head [248320,5120] at T = 1024 and 2048
 #   BUNDLE=path/to/repo.bundle: run in a clone of the bundle's HEAD (records carry the
 #   real commit and dirty=false); BASELINE=1 also refreshes baselines/h200 there
@@ -154,7 +154,7 @@ if has heads; then
     --shapes 131072x2048,248320x2048 --ts "${HEADS_TS:-512,768,1024}" --json "$OUT/crossover_heads.json" 2>&1 | tee "$OUT/crossover_heads.txt" | tail -3 | tee -a "$OUT/device.log"
 fi
 if has long; then
-  echo "== long (dq_rs vs dq_gemm past T = 512)" | tee -a "$OUT/device.log"
+  echo "== long (dq_rs vs dq_gemm past T = 256)" | tee -a "$OUT/device.log"
   X="$PY tools/prefill_crossover.py --repeat 10"
   timeout 290 $X --qtypes q5,q6,w8,q4,nvfp4,bf16 --shapes 14336x5120,16384x5120,34816x5120,5120x17408,5120x10240 \
     --ts 768,1024,1536,2048 --json "$OUT/crossover_long_big.json" > "$OUT/crossover_long_big.txt" 2>&1

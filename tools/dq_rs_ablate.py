@@ -220,6 +220,8 @@ def main() -> int:
         help="qtype:codes:high:scales,... dq_rs.BAND entries for the --ref source",
     )
     args = ap.parse_args()
+    if args.ref_band and not args.ref:
+        raise SystemExit("dq_rs_ablate: --ref-band describes the --ref source; give --ref too")
     ref_band = {}
     for spec in filter(None, args.ref_band.split(",")):
         q, *b = spec.split(":")
@@ -248,19 +250,19 @@ def main() -> int:
         _check(Problem(q, Policy.A16, n, k, t, cc))
     for v in variants:
         band, instances = dict(dq_rs.BAND), dq_rs.INSTANCES
-        if v == "ref":
-            rt_compile.assembled_source = _with_dq_rs(ref_text)  # type: ignore[assignment]
-            dq_rs.BAND.update(ref_band)
-            # BAND sets the ring depth, a template argument: the ref's instances by name.
-            ref_names = (
-                dq_rs.instance(Problem(q, Policy.A16, n, k, t, cc)) for q, n, k, t in points
-            )
-            dq_rs.INSTANCES = tuple(dict.fromkeys((*instances, *ref_names)))
-        else:
-            rt_compile.assembled_source = patched(VARIANTS[v])  # type: ignore[assignment]
-        rt_compile._cache.clear()
-        launch._kernels.clear()
         try:
+            if v == "ref":
+                rt_compile.assembled_source = _with_dq_rs(ref_text)  # type: ignore[assignment]
+                dq_rs.BAND.update(ref_band)
+                # BAND sets the ring depth, a template argument: the ref's instances by name.
+                ref_names = (
+                    dq_rs.instance(Problem(q, Policy.A16, n, k, t, cc)) for q, n, k, t in points
+                )
+                dq_rs.INSTANCES = tuple(dict.fromkeys((*instances, *ref_names)))
+            else:
+                rt_compile.assembled_source = patched(VARIANTS[v])  # type: ignore[assignment]
+            rt_compile._cache.clear()
+            launch._kernels.clear()
             for q, n, k, t in points:
                 w = weights[(q, n, k)]
                 w.dispatch_cache.clear()  # plans hold the kernel they were built with

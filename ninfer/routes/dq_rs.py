@@ -28,7 +28,7 @@ NVRTC_OPTIONS: tuple[str, ...] = ("-arch=sm_90a",)
 ARCHS: tuple[str, ...] = ("sm_90a",)
 
 # S: ring slots of (x stage, weight stage), kernels/dq_rs.cu: 8 where they fit in a
-# block's shared memory (NB = 1 for Q4, Q5, NVFP4), else 4. With the decode not hidden
+# block's shared memory (NB = 1 for Q4, Q5, Q6, NVFP4), else 4. With the decode not hidden
 # under the MMAs, the copies' latency shows: 8 slots took Q4 [14336,5120] T=128 from 45.9
 # to 43.4 us and NVFP4 from 47.1 to 45.2 (tools/dq_rs_ablate.py at 42b3b1f, `ring8`).
 STAGES = 4

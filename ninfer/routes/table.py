@@ -90,19 +90,21 @@ _W8_N, _SMALL_N = 6144, 3456
 # weights and the 27B head [248320,5120], T = 384 ... 2048; crossover_heads_e353264.json:
 # the K = 2048 heads, T = 1024 ... 2048):
 # - "Big" weights, N >= 14336 or (N >= 4608 and K >= 10240): dq_rs wins at T <= 256 in
-#   every format (0.33-0.67) and at T = 768 / 1024 (0.64-0.89 / 0.75-0.96, W8 the
+#   every format (0.33-0.67) and at T = 768 / 1024 (0.64-0.87 / 0.75-0.96, W8 the
 #   highest). At T = 1536 every format but W8 still wins (0.86-0.99); W8 ties or loses
-#   (1.00-1.04). At T = 2048 the K = 2048 heads lose in every format but NVFP4
-#   (0.94-1.11) and the others tie or win (0.89-1.01; W8 1.02-1.07). So dq_rs to
-#   T = 1536 but W8, W8 to 1024. (Since then [16384,5120], and [14336,5120] up to
+#   (1.00-1.04). At T = 2048 the K = 2048 heads tie or lose in every format but NVFP4
+#   (0.99-1.11; NVFP4 0.94-0.95) and the others tie or win (0.89-1.01; W8 1.02-1.07).
+#   So dq_rs to T = 1536 but W8, W8 to 1024. (Since then [16384,5120], and [14336,5120] up to
 #   T = 512, run one whole tile per block, as at 2210cc1: DP_FILL and SK_LONG in
 #   routes/dq_rs.py; the same times or lower.)
 # - "Mid" weights, 4608 <= N < 14336 with 4608 <= K < 10240 ([4608,4608], [5120,6144],
 #   [6144,5120]): every format wins or ties at T <= 256 (0.52-0.95; [4608,4608] at
 #   T = 192 / 256 0.98-1.06 but NVFP4 and BF16), NVFP4 and BF16 to 1024 too (0.75-1.01).
-#   Q4, Q5, Q6 win at T = 512 / 768 (0.80-0.94) and tie at 384 / 1024 (0.93-1.09, most
-#   0.95-1.01): dq_rs to 1024. W8 wins at 512 / 768 (0.87-1.00) but loses at 1024
-#   (1.00-1.05): to 768. (At T = 1024 a [5120,6144] grid is two waves of 128 x 256
+#   Q4, Q5, Q6 win or tie at T = 512 / 768 (0.80-1.00) and tie at 384 / 1024 (0.93-1.09,
+#   most 0.95-1.01): dq_rs to 1024. W8 wins or ties at 512 / 768 (0.87-1.00), ties at
+#   384 (0.98-1.09) and loses at 1024 (1.00-1.05): to 768. The ties at T = 384 include
+#   [4608,4608]'s Q4 and W8 at 1.09 (the suites' vision_merger_fc1 weight; 257 ... 383
+#   unmeasured): kept for one boundary per format rather than a third T range. (At T = 1024 a [5120,6144] grid is two waves of 128 x 256
 #   tiles, the second 28 of 132: 768 is one.)
 # - BF16 with 4608 <= N < 14336 and K < 4608 keeps 2a4c83c's entry (T <= 256; no
 #   suite shape measures it).

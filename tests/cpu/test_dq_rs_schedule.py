@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import re
 
 import pytest
 
 from ninfer import Policy, QType
 from ninfer.routes import Problem, dq_rs
+from ninfer.runtime.sources import assembled_source
 
 SHAPES = [(14336, 5120), (16384, 5120), (34816, 5120), (6144, 5120), (5120, 17408),
           (248320, 2048), (1152, 1152), (4616, 10248), (14352, 640)]  # fmt: skip
@@ -58,3 +60,18 @@ def test_workspace_holds_two_partials_per_block() -> None:
     p = Problem(QType.Q4, Policy.A16, 6144, 5120, 256, 90)
     part = 2 * dq_rs.BLOCKS_MAX * 16 * dq_rs.choose_nb(p) * 256 * 16
     assert dq_rs.workspace_bytes(p) >= part + 4 * dq_rs.tiles(p, dq_rs.choose_nb(p))
+
+
+def test_band_bytes_match_the_kernel() -> None:
+    """routes/dq_rs.py's BAND (ring depth, TMA boxes, byte counts) is RsBand<QT> of the
+    kernel: the launcher's boxes and the kernel's expected bytes must agree, and both are
+    edited by hand."""
+    src = assembled_source("dq_rs")
+    found = {
+        m.group(1): tuple(int(m.group(i)) for i in (2, 3, 4))
+        for m in re.finditer(
+            r"struct RsBand<QT_(\w+)> \{ static constexpr int CODES = (\d+), QH = (\d+), SC = (\d+); \};",
+            src,
+        )
+    }
+    assert found == {q.name: b for q, b in dq_rs.BAND.items()}
