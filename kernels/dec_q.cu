@@ -67,7 +67,7 @@ __device__ __forceinline__ void ldsm_x4(u32 addr, u32& d0, u32& d1, u32& d2, u32
 }
 
 // Per-format decoders. A thread of lane-quad column tig owns, in slab s (k = 64 s ...),
-// the k offsets its Dec names. copy() issues the cp.async of one stage (two slabs) of
+// the k of its fragment slots (XNAT below: the MMA's own; BF16: xoff()). copy() issues the cp.async of one stage (two slabs) of
 // one 16-row band (contiguous in storage) into WBYTES of shared memory, in storage
 // order; read() takes a lane's raw bits of slab j (rows gid and gid + 8) from there;
 // frag() builds the A registers of the slab's four k-steps:

@@ -429,9 +429,9 @@ struct RsSched {
 // last lap's slots from nst % S on unused; the copy thread and the consumers pass them
 // with a bare arrive and wait, so that each slot's barrier phases still count laps.
 // (With a run-dependent slot, the addresses took 20 % more instructions per stage.)
-// S = 8 where it fits (routes/dq_rs.py::stages): the copies of x and W then have twice
-// the stages in flight (tools/dq_rs_ablate.py at 42b3b1f: Q4 [14336,5120] T=128 45.9 ->
-// 43.4 us, the decode with the copies and no MMAs 38.6 -> 30.1).
+// S is the deepest even ring that fits (routes/dq_rs.py::stages: 8, 6 or 4): 8 slots put
+// twice the copies of x and W in flight of 4 (tools/dq_rs_ablate.py at 42b3b1f: Q4
+// [14336,5120] T=128 45.9 -> 43.4 us, the decode with the copies and no MMAs 38.6 -> 30.1).
 constexpr int RS_CS = RS_BT * RS_BM * 2;  // the output staging tile, bytes
 
 // S: ring slots; NB: 128-token halves per tile (the decode of a stage then feeds 128 NB

@@ -13,9 +13,9 @@
 #   TILE_SHAPES, TILE_TS override its defaults);
 #   xover: tools/prefill_crossover.py on XO_QTYPES, XO_SHAPES, XO_TS;
 #   ablate: tools/dq_rs_ablate.py (dq_rs with its decode, MMAs or copies taken out;
-#   ABL_POINTS, ABL_VARIANTS override its defaults; ABL_REF=file (ABL_REF_BAND: its
-#   dq_rs.BAND entries where they differ, tools/dq_rs_ablate.py --ref-band) times an assembled
-#   dq_rs source beside them, e.g. an earlier commit's);
+#   ABL_POINTS, ABL_VARIANTS override its defaults; ABL_REF=file times an assembled
+#   dq_rs source beside them, e.g. an earlier commit's, with ABL_REF_BAND / ABL_REF_STAGES
+#   (tools/dq_rs_ablate.py --ref-band / --ref-stages) where its BAND or ring depths differ);
 #   ncu: Nsight Compute sections + stall reasons of dq_rs points (what bounds each miss);
 #   ncuabl: Nsight Compute on dq_rs_ablate variants (NCU_VARIANTS at NCU_POINT): warp
 #   states, per-SASS-instruction stall samples and pipe counters, in $OUT/ncu_abl.tar.gz;
@@ -58,7 +58,7 @@ if has xover; then
 fi
 if has ablate; then
   echo "== ablate (dq_rs without decode / MMA / copies)" | tee -a "$OUT/device.log"
-  timeout 400 $PY tools/dq_rs_ablate.py ${ABL_POINTS:+--points "$ABL_POINTS"} ${ABL_VARIANTS:+--variants "$ABL_VARIANTS"} ${ABL_REF:+--ref "$ABL_REF"} ${ABL_REF_BAND:+--ref-band "$ABL_REF_BAND"} --json "$OUT/dq_rs_ablate.json" \
+  timeout 400 $PY tools/dq_rs_ablate.py ${ABL_POINTS:+--points "$ABL_POINTS"} ${ABL_VARIANTS:+--variants "$ABL_VARIANTS"} ${ABL_REF:+--ref "$ABL_REF"} ${ABL_REF_BAND:+--ref-band "$ABL_REF_BAND"} ${ABL_REF_STAGES:+--ref-stages "$ABL_REF_STAGES"} --json "$OUT/dq_rs_ablate.json" \
     > "$OUT/dq_rs_ablate.txt" 2>&1
   cat "$OUT/dq_rs_ablate.txt" | tee -a "$OUT/device.log"
 fi

@@ -27,11 +27,13 @@ order landed, patched the byte order's kernel: the JSONs of that time hold their
 texts.)
 
     python tools/dq_rs_ablate.py [--points q4:14336x5120:128,...] [--variants full,nodecode]
-        [--ref earlier_dq_rs_assembled.cu [--ref-band q6:512:512:64,...]]
+        [--ref earlier_dq_rs_assembled.cu [--ref-band q6:512:512:64,...] [--ref-stages 8,4]]
 
 ``--ref-band``: the per-stage band bytes (codes, high bits, scales: routes/dq_rs.py's
 BAND, which also sets the ring depth) the earlier source was built for, where they
 differ from today's; the launcher's boxes and byte counts must match the kernel's.
+``--ref-stages``: the ring depths (routes/dq_rs.py's STAGE_DEPTHS) to run the --ref source
+with, e.g. the same source at an earlier ring rule.
 
 ``--profile``: no timing; each variant's call on each point runs once more between
 cudaProfilerStart/Stop (for ``ncu --profile-from-start off``: one profiled dq_rs
@@ -219,9 +221,13 @@ def main() -> int:
         default="",
         help="qtype:codes:high:scales,... dq_rs.BAND entries for the --ref source",
     )
+    ap.add_argument(
+        "--ref-stages", default="", help="S,S,... dq_rs.STAGE_DEPTHS for the --ref source"
+    )
     args = ap.parse_args()
-    if args.ref_band and not args.ref:
-        raise SystemExit("dq_rs_ablate: --ref-band describes the --ref source; give --ref too")
+    if (args.ref_band or args.ref_stages) and not args.ref:
+        raise SystemExit("dq_rs_ablate: --ref-band / --ref-stages describe the --ref source")
+    ref_depths = tuple(int(v) for v in args.ref_stages.split(",")) if args.ref_stages else None
     ref_band = {}
     for spec in filter(None, args.ref_band.split(",")):
         q, *b = spec.split(":")
@@ -249,12 +255,14 @@ def main() -> int:
     for q, n, k, t in points:
         _check(Problem(q, Policy.A16, n, k, t, cc))
     for v in variants:
-        band, instances = dict(dq_rs.BAND), dq_rs.INSTANCES
+        band, instances, depths = dict(dq_rs.BAND), dq_rs.INSTANCES, dq_rs.STAGE_DEPTHS
         try:
             if v == "ref":
                 rt_compile.assembled_source = _with_dq_rs(ref_text)  # type: ignore[assignment]
                 dq_rs.BAND.update(ref_band)
-                # BAND sets the ring depth, a template argument: the ref's instances by name.
+                dq_rs.STAGE_DEPTHS = ref_depths or depths
+                # BAND and STAGE_DEPTHS set the ring depth, a template argument: the ref's
+                # instances by name.
                 ref_names = (
                     dq_rs.instance(Problem(q, Policy.A16, n, k, t, cc)) for q, n, k, t in points
                 )
@@ -278,6 +286,7 @@ def main() -> int:
             dq_rs.BAND.clear()
             dq_rs.BAND.update(band)
             dq_rs.INSTANCES = instances
+            dq_rs.STAGE_DEPTHS = depths
             rt_compile.assembled_source = assembled_source
             rt_compile._cache.clear()
             launch._kernels.clear()

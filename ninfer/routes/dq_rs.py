@@ -27,12 +27,14 @@ NAME = "dq_rs"
 NVRTC_OPTIONS: tuple[str, ...] = ("-arch=sm_90a",)
 ARCHS: tuple[str, ...] = ("sm_90a",)
 
-# S: ring slots of (x stage, weight stage), kernels/dq_rs.cu: 8 where they fit in a
-# block's shared memory (NB = 1 for Q4, Q5, Q6, NVFP4), else 4. With the decode not hidden
-# under the MMAs, the copies' latency shows: 8 slots took Q4 [14336,5120] T=128 from 45.9
-# to 43.4 us and NVFP4 from 47.1 to 45.2 (tools/dq_rs_ablate.py at 42b3b1f, `ring8`).
-STAGES = 4
-STAGES_DEEP = 8
+# S: ring slots of (x stage, weight stage), kernels/dq_rs.cu: the deepest of STAGE_DEPTHS
+# that fits in a block's shared memory (even: a loop body alternates the two fragment
+# sets). At NB = 1 that is 8 for Q4, Q5, Q6 and NVFP4 and 6 for W8 and BF16, whose
+# stages are larger; at NB = 2, 4. With the decode not hidden under the MMAs, the copies'
+# latency shows: 8 slots took Q4 [14336,5120] T=128 from 45.9 to 43.4 us and NVFP4 from
+# 47.1 to 45.2 (tools/dq_rs_ablate.py at 42b3b1f, `ring8`); BF16 at NB = 1 streams its
+# 2-byte weights through the ring and waits on it (docs/perf/prefill_h200.md).
+STAGE_DEPTHS: tuple[int, ...] = (8, 6, 4)
 SHARED_MAX = 232448  # bytes of shared memory a block may opt into on sm_90 (227 KB)
 THREADS = 384  # two consumer warpgroups + the copy warpgroup
 ROWS = 128  # RS_BM: weight rows per tile
@@ -79,12 +81,12 @@ ROUNDS_WEIGHT: frozenset[QType] = frozenset({QType.Q4, QType.Q5, QType.Q6, QType
 
 
 def stages(qtype: QType, nb: int) -> int:
-    """Ring slots for a format and tile: STAGES_DEEP at NB = 1 where they fit, else STAGES."""
-    return (
-        STAGES_DEEP
-        if nb == 1 and shared_bytes_for(qtype, nb, STAGES_DEEP) <= SHARED_MAX
-        else STAGES
-    )
+    """Ring slots for a format and tile: the deepest of STAGE_DEPTHS that fits (the last
+    always does)."""
+    for s in STAGE_DEPTHS[:-1]:
+        if shared_bytes_for(qtype, nb, s) <= SHARED_MAX:
+            return s
+    return STAGE_DEPTHS[-1]
 
 
 def shared_bytes_for(qtype: QType, nb: int, s: int) -> int:
@@ -101,7 +103,7 @@ INSTANCES: tuple[str, ...] = tuple(
     for nb in (1, 2)
 )
 TUNING = (
-    f"stages={STAGES}/{STAGES_DEEP} nb2_from={NB2_FROM} rows={ROWS} blocks_max={BLOCKS_MAX} "
+    f"stages={'/'.join(map(str, STAGE_DEPTHS))} nb2_from={NB2_FROM} rows={ROWS} blocks_max={BLOCKS_MAX} "
     f"dp_fill={DP_FILL} dp_fill_short={DP_FILL_SHORT} sk_long={SK_LONG} "
     f"min_pairs={MIN_PAIRS} persistent"
 )
