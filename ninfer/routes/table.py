@@ -94,8 +94,8 @@ _W8_N, _SMALL_N = 6144, 3456
 #   highest). At T = 1536 every format but W8 still wins (0.86-0.99); W8 ties or loses
 #   (1.00-1.04). At T = 2048 the K = 2048 heads tie or lose in every format but NVFP4
 #   (0.99-1.11; NVFP4 0.94-0.95) and the others tie or win (0.89-1.01; W8 1.02-1.07).
-#   So dq_rs to T = 1536 but W8, W8 to 1024. (Since then [16384,5120], and [14336,5120] up to
-#   T = 512, run one whole tile per block, as at 2210cc1: DP_FILL and SK_LONG in
+#   So dq_rs to T = 1536 but W8, W8 to 1024. (Since then [16384,5120], and [14336,5120]
+#   up to T = 512, run one whole tile per block, as at 2210cc1: DP_FILL and SK_LONG in
 #   routes/dq_rs.py; the same times or lower.)
 # - "Mid" weights, 4608 <= N < 14336 with 4608 <= K < 10240 ([4608,4608], [5120,6144],
 #   [6144,5120]): every format wins or ties at T <= 256 (0.52-0.95; [4608,4608] at
@@ -104,8 +104,9 @@ _W8_N, _SMALL_N = 6144, 3456
 #   most 0.95-1.01): dq_rs to 1024. W8 wins or ties at 512 / 768 (0.87-1.00), ties at
 #   384 (0.98-1.09) and loses at 1024 (1.00-1.05): to 768. The ties at T = 384 include
 #   [4608,4608]'s Q4 and W8 at 1.09 (the suites' vision_merger_fc1 weight; 257 ... 383
-#   unmeasured): kept for one boundary per format rather than a third T range. (At T = 1024 a [5120,6144] grid is two waves of 128 x 256
-#   tiles, the second 28 of 132: 768 is one.)
+#   unmeasured): kept for one boundary per format rather than a third T range. (At
+#   T = 1024 a [5120,6144] grid is two waves of 128 x 256 tiles, the second 28 of 132:
+#   768 is one.)
 # - BF16 with 4608 <= N < 14336 and K < 4608 keeps 2a4c83c's entry (T <= 256; no
 #   suite shape measures it).
 # - Smaller weights (N <= 4304, or K <= 4096): dq_rs loses (1.00-2.5; a call costs it at
