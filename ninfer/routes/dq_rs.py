@@ -155,7 +155,7 @@ def blocks(p: Problem, nb: int, sms: int, kpad: int) -> int:
 
 def sched_unit(kpad: int) -> int:
     """Stage pairs a block's run starts on a multiple of (RsSched::unit): 2 where a tile
-    has an even number of pairs, so that its runs are whole laps of a 4-slot ring (an
+    has an even number of pairs, so that its runs are whole laps of a 4-slot ring (a 6- or
     8-slot ring's last lap may be partly used: the kernel passes the unused slots)."""
     return 2 if (kpad // 128) % 2 == 0 else 1
 
