@@ -148,6 +148,21 @@ template <int QT> struct Fmt;
 // the bits of 2^23 + c, minus 2^23 (one LOP and one FADD).
 __device__ __forceinline__ float u2f_exact(u32 c) { return __uint_as_float(0x4B000000u | c) - 8388608.f; }
 
+// The signed W8 code in byte b of wx = word ^ 0x80808080 (each byte then its code + 128)
+// as an exact float: one PRMT puts the byte under 2^23's exponent (no shift, no mask;
+// the XOR is one LOP3 for four codes) and one FADD takes off 2^23 + 128. The one int8 ->
+// float of dq_rs, dec_q and dq_gemm's W8.
+__device__ __forceinline__ float i8_float(u32 wx, int b) {
+  return __uint_as_float(__byte_perm(wx, 0x4B000000u, 0x7440 | b)) - 8388736.f;
+}
+
+// An E2M1 code pair at bits 0..3 and 16..19 of c (the rest zero) as BF16 pair bits:
+// c * 0x1040 = c << 6 + c << 12 (the copies do not overlap) moves each magnitude (e1 e0 m)
+// to BF16 bits 8..6 and the sign to bit 15, the value times 2^-126 (e = 0, the subnormal
+// 0.5, included). One fma by the group's scale times 2^118 (e4m3_up) then gives the
+// weight times 2^-8, exact (<= 6 significant bits, no overflow: 448 < 2^9).
+__device__ __forceinline__ u32 e2m1_bf2(u32 c) { return (c * 0x1040u) & 0x81C081C0u; }
+
 // The code words of chunk c (k = 32 c .. 32 c + 31) of row n, 4-bit codes: the chunk is k
 // steps ks = 2 (c & 1) + dk (dk = 0, 1) of slab j, so its code at m = 16 dk + 8 e +
 // 2 tig + p is nibble i + 2 e + 4 p of word ks of lane block (gid, tig) (nib_pair). w[tig]
@@ -238,8 +253,7 @@ template <> struct Fmt<QT_W8> {
 #pragma unroll
       for (int m = 0; m < 8; ++m) {
         const int kl = m >> 2, e = (m >> 1) & 1, q2 = m & 1;
-        const u32 b = (w[2 * kl + e] >> (16 * (r >> 3) + 8 * q2)) & 0xffu;
-        v[16 * kl + 8 * e + 2 * t + q2] = u2f_exact(b ^ 0x80u) - 128.f;
+        v[16 * kl + 8 * e + 2 * t + q2] = i8_float(w[2 * kl + e] ^ 0x80808080u, 2 * (r >> 3) + q2);
       }
     }
   }

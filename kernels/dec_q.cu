@@ -67,12 +67,12 @@ __device__ __forceinline__ void ldsm_x4(u32 addr, u32& d0, u32& d1, u32& d2, u32
 }
 
 // Per-format decoders. A thread of lane-quad column tig owns, in slab s (k = 64 s ...),
-// the k of its fragment slots (XNAT below: the MMA's own; BF16: xoff()). copy() issues the cp.async of one stage (two slabs) of
-// one 16-row band (contiguous in storage) into WBYTES of shared memory, in storage
-// order; read() takes a lane's raw bits of slab j (rows gid and gid + 8) from there;
-// frag() builds the A registers of the slab's four k-steps:
-// a[ks][0] / a[ks][1] = rows 0 / 1 at slots (2tig, 2tig+1), a[ks][2] / a[ks][3] at
-// (2tig+8, 2tig+9). GSTEP: k-steps per scaled group (0: the scale is inside A or none).
+// the k of its fragment slots (XNAT below: the MMA's own; BF16: xoff()). copy() issues
+// the cp.async of one stage (two slabs) of one 16-row band (contiguous in storage) into
+// WBYTES of shared memory, in storage order; read() takes a lane's raw bits of slab j
+// (rows gid and gid + 8) from there; frag() builds the A registers of the slab's four
+// k-steps: a[ks][0] / a[ks][1] = rows 0 / 1 at slots (2tig, 2tig+1), a[ks][2] / a[ks][3]
+// at (2tig+8, 2tig+9). GSTEP: k-steps per scaled group (0: the scale is inside A or none).
 // XNAT: slot k of step ks is k 16 ks + k of the slab (the 4-bit codes and W8: x's B
 // fragments by ldmatrix); otherwise xoff() and bfrag() say which k a lane's slots hold.
 template <int QT> struct Dec;
@@ -176,16 +176,13 @@ template <> struct Dec<QT_NVFP4> : Dec4<0, 0> {
       for (int ks = 0; ks < 4; ++ks) w.s2[i][ks] = e4m3_up(b >> (8 * ks));
     }
   }
-  // The pair's E2M1 codes at bits 0..3 and 16..19; x * 0x1040 = x << 6 + x << 12 (the
-  // copies do not overlap) moves each magnitude (e1 e0 m) to BF16 bits 8..6 and the sign
-  // to bit 15: the value times 2^-126 (e = 0, the subnormal 0.5, included). Times the
-  // scale times 2^118: the weight times 2^-8, exact.
+  // The pair's E2M1 codes (nib_pair) as BF16 bits (e2m1_bf2), times the scale times 2^118:
+  // the weight times 2^-8, exact.
   __device__ __forceinline__ static void frag(const Raw& w, u32 a[4][4]) {
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)
 #pragma unroll
-      for (int k = 0; k < 4; ++k)
-        a[ks][k] = bf2_fma((nib_pair(w.q[ks], k) * 0x1040u) & 0x81C081C0u, w.s2[k & 1][ks], BF2_NEG_ZERO);
+      for (int k = 0; k < 4; ++k) a[ks][k] = bf2_fma(e2m1_bf2(nib_pair(w.q[ks], k)), w.s2[k & 1][ks], BF2_NEG_ZERO);
   }
   __device__ __forceinline__ static float scale(const Raw&, int, int) { return 1.f; }
 };
@@ -224,12 +221,10 @@ template <> struct Dec<QT_W8> {
         w.s[i][h] = h2f((unsigned short)lds2(sm + 2048 + (gid + 8 * i) * 8 + (2 * j + h) * 2));
     }
   }
-  // int8 -> float exactly: byte ^ 0x80 under the exponent of 2^23, minus 2^23 + 128.
+  // Bytes b0, b0 + 1 of v as exact floats (i8_float), packed.
   __device__ __forceinline__ static u32 pair(u32 v, int b0) {
     const u32 wx = v ^ 0x80808080u;
-    const float f0 = __uint_as_float(__byte_perm(wx, 0x4B000000u, 0x7440 | b0)) - 8388736.f;
-    const float f1 = __uint_as_float(__byte_perm(wx, 0x4B000000u, 0x7440 | (b0 + 1))) - 8388736.f;
-    return bf2_pack(f0, f1);
+    return bf2_pack(i8_float(wx, b0), i8_float(wx, b0 + 1));
   }
   __device__ __forceinline__ static void frag(const Raw& w, u32 a[4][4]) {
 #pragma unroll

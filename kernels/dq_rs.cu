@@ -140,12 +140,6 @@ __device__ __forceinline__ u32 bf16_pair(float lo, float hi, float s) {
   return h;
 }
 
-// The signed W8 code in the low byte of c (stored + 128) as an exact float: 2^23 + byte,
-// minus 2^23 + 128 in one exact FADD (u2f_exact's two steps folded).
-__device__ __forceinline__ float i8_value(u32 c) {
-  return __uint_as_float(0x4B000000u | ((c & 0xffu) ^ 0x80u)) - 8388736.f;
-}
-
 // (x & m) | c in one LOP3: m in a register (nib_mask) and c an immediate; with both
 // immediates ptxas emits two LOP3s (one immediate operand each).
 template <u32 C>
@@ -316,9 +310,12 @@ __device__ __forceinline__ void rs_frag(const RsSmem<QT>& r, u32 nib, u32 a[4][4
       for (int kl = 0; kl < 2; ++kl)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const u32 x = w[2 * kl + e];  // rows gid (bytes 0, 1) and gid + 8 (bytes 2, 3)
-          a[2 * kh + kl][2 * e] = bf16_pair(i8_value(x), i8_value(x >> 8), s0);
-          a[2 * kh + kl][2 * e + 1] = bf16_pair(i8_value(x >> 16), i8_value(x >> 24), s1);
+          // Rows gid (bytes 0, 1) and gid + 8 (bytes 2, 3). A PRMT a code (i8_float): the
+          // shift-and-mask form before it took 5 ALU instructions a weight, W8's decode
+          // alone then outlasting its MMAs (docs/perf/prefill_h200.md).
+          const u32 x = w[2 * kl + e] ^ 0x80808080u;
+          a[2 * kh + kl][2 * e] = bf16_pair(i8_float(x, 0), i8_float(x, 1), s0);
+          a[2 * kh + kl][2 * e + 1] = bf16_pair(i8_float(x, 2), i8_float(x, 3), s1);
         }
     }
   } else {
@@ -343,12 +340,7 @@ __device__ __forceinline__ void rs_frag(const RsSmem<QT>& r, u32 nib, u32 a[4][4
         // k = 0 the mask alone).
         const u32 w = qw[ks] >> (4 * k);
         if constexpr (QT == QT_NVFP4) {
-          // x * 0x1040 = x << 6 + x << 12 (the copies do not overlap) moves each code's
-          // magnitude (e1 e0 m) to BF16 bits 8..6 and its sign to bit 15: the E2M1 value
-          // times 2^-126 (e = 0, the subnormal 0.5, included). Times the scale times 2^118
-          // the product is the weight times 2^-8, exact (<= 6 significant bits, no
-          // overflow: 448 < 2^9).
-          a[ks][k] = bf2_fma(((w & nib) * 0x1040u) & 0x81C081C0u, (k & 1) ? e1 : e0, BF2_NEG_ZERO);
+          a[ks][k] = bf2_fma(e2m1_bf2(w & nib), (k & 1) ? e1 : e0, BF2_NEG_ZERO);
         } else {
           // u = code | high bits << 4 (< 64) of the pair's lower k in bits 0..5, higher k
           // in bits 16..21, over BF16 128.0 (one LOP3, the mask from a register): the
@@ -408,8 +400,9 @@ __device__ __forceinline__ void rs_store(const float acc[64], bf16_t* cs, int c,
 
 // Block b's iterations of the (tile, stage pair) axis: [start(b), start(b + 1)), a tile's
 // pairs consecutive. Runs begin on multiples of `unit` pairs (2 where a tile has an even
-// number: at S = 4 every run of a tile is then a whole number of ring laps; at S = 8 a
-// run may end half a lap in, and the lap's unused slots are passed, see below). Each
+// number: at S = 4 every run of a tile is then a whole number of ring laps; at S = 6 or 8
+// a run may end part-way through a lap, and the lap's unused slots are passed, see
+// below). Each
 // block has at least one unit (the host keeps G <= total / unit).
 struct RsSched {
   long long units;  // total / unit
