@@ -13,6 +13,7 @@ two FP32 partial tiles per block.
 from __future__ import annotations
 
 import ctypes
+import itertools
 import sys
 import threading
 from typing import Any
@@ -59,11 +60,22 @@ NB_FORCE: int | None = None  # tests: run one tile size on every shape
 # - [34816,5120] (272 row tiles): at 0.69 of 3 waves (T <= 256) 97.9 vs 127.4 us; at
 #   T = 512 (0.82, 165 pairs) 274.2 vs 309.3; at T = 1024 (0.92) 553.8 vs 557.4;
 # - 48 or 40 tiles ([6144,5120], [5120,17408]): 1.3-2.3x faster split.
+# A split grid's block count: each tile a run touches costs the block about SEG_PAIRS
+# stage pairs more (the ring's drain, the partial's store or the sum of the others', the
+# output's store), so where fewer blocks touch fewer tiles per run the host takes them
+# (split_blocks), when the worst run's cost falls by SEG_GAIN at least. Measured on the
+# H200 (Q4, BLOCKS_FORCE; docs/perf/prefill_h200/dq_rs_blocks_segments.txt): [5120,6144] T=128 /
+# 256 on 120 blocks (runs of exactly a third of a tile) 27.97 -> 26.21 and 46.66 -> 41.10
+# us, T=1024 on 128 101.15 against 132's 104.45; [6144,5120] T=1024 128: 105.71 -> 102.02;
+# [4608,4608] T=256 108: 37.58 -> 35.54; [5120,17408] T=256 120: 83.18 -> 79.68; W8
+# [5120,4608] T=128 120: 26.37 -> 24.80.
 BLOCKS_MAX = 132  # the H100 / H200 SXM count: fewer blocks on a larger part, never more
 DP_FILL = 0.9
 DP_FILL_SHORT = 0.8
 SK_LONG = 100
 MIN_PAIRS = 4
+SEG_PAIRS = 5
+SEG_GAIN = 0.015
 BLOCKS_FORCE: int | None = None  # tests: force the split of tiles between blocks
 
 # Bytes of one 16-row band per 64-k stage: (codes, high bits, scales); RsBand<QT>.
@@ -105,7 +117,7 @@ INSTANCES: tuple[str, ...] = tuple(
 TUNING = (
     f"stages={'/'.join(map(str, STAGE_DEPTHS))} nb2_from={NB2_FROM} rows={ROWS} blocks_max={BLOCKS_MAX} "
     f"dp_fill={DP_FILL} dp_fill_short={DP_FILL_SHORT} sk_long={SK_LONG} "
-    f"min_pairs={MIN_PAIRS} persistent"
+    f"min_pairs={MIN_PAIRS} seg_pairs={SEG_PAIRS} seg_gain={SEG_GAIN} persistent"
 )
 
 # cuTensorMapEncodeTiled enums (cuda.h).
@@ -150,7 +162,30 @@ def blocks(p: Problem, nb: int, sms: int, kpad: int) -> int:
         for g in range(-(-n_tiles // waves), sms + 1):
             if n_tiles % g == 0:
                 return g
-    return split
+    return split_blocks(n_tiles, kpad, split)
+
+
+def run_cost(n_tiles: int, kpad: int, n_blocks: int) -> int:
+    """The longest run's cost in stage pairs: its pairs plus SEG_PAIRS per tile it touches."""
+    pairs = kpad // 128
+    starts = [*run_starts(n_tiles, kpad, n_blocks), n_tiles * pairs]
+    return max(
+        (e - s) + SEG_PAIRS * ((e - 1) // pairs - s // pairs + 1)
+        for s, e in itertools.pairwise(starts)
+    )
+
+
+def split_blocks(n_tiles: int, kpad: int, most: int) -> int:
+    """The split grid's block count: ``most`` (the most blocks the problem allows), or the
+    count from most / 2 up whose longest run costs least, where that is at least SEG_GAIN
+    below most's (ties: the more blocks)."""
+    base = run_cost(n_tiles, kpad, most)
+    best, best_cost = most, base
+    for g in range(most - 1, most // 2, -1):
+        c = run_cost(n_tiles, kpad, g)
+        if c < best_cost:
+            best, best_cost = g, c
+    return best if best_cost <= base * (1 - SEG_GAIN) else most
 
 
 def sched_unit(kpad: int) -> int:

@@ -75,3 +75,36 @@ def test_band_bytes_match_the_kernel() -> None:
         )
     }
     assert found == {q.name: b for q, b in dq_rs.BAND.items()}
+
+
+SPLIT_GAINS = [(5120, 6144, 256), (4608, 4608, 128), (5120, 6144, 1024)]
+
+
+@pytest.mark.parametrize(("n", "k", "t"), SPLIT_GAINS)
+def test_split_grid_takes_fewer_tiles_per_run_where_it_pays(n: int, k: int, t: int) -> None:
+    # [5120,6144] T=256: 40 tiles of 48 pairs on 132 blocks cut runs across two tiles;
+    # 120 blocks run a third of one tile each (measured 46.7 -> 41.1 us on the H200).
+    p = Problem(QType.Q4, Policy.A16, n, k, t, 90)
+    nb = dq_rs.choose_nb(p)
+    kpad = -(-k // 128) * 128
+    n_tiles, pairs = dq_rs.tiles(p, nb), kpad // 128
+    most = min(132, n_tiles * pairs // dq_rs.MIN_PAIRS)
+    g = dq_rs.blocks(p, nb, 132, kpad)
+    assert g < most
+    gain = 1 - dq_rs.SEG_GAIN
+    assert dq_rs.run_cost(n_tiles, kpad, g) <= dq_rs.run_cost(n_tiles, kpad, most) * gain
+    if t <= 256:  # whole fractions of a tile: every run inside one tile
+        starts = [*dq_rs.run_starts(n_tiles, kpad, g), n_tiles * pairs]
+        assert all((e - 1) // pairs == s // pairs for s, e in itertools.pairwise(starts))
+
+
+@pytest.mark.parametrize("t", [128, 256, 512, 768, 1024])
+@pytest.mark.parametrize(("n", "k"), SHAPES, ids=str)
+def test_split_blocks_never_costs_more_than_the_most_blocks(n: int, k: int, t: int) -> None:
+    p = Problem(QType.Q4, Policy.A16, n, k, t, 90)
+    kpad = -(-k // 128) * 128
+    n_tiles = dq_rs.tiles(p, dq_rs.choose_nb(p))
+    most = max(1, min(132, n_tiles * (kpad // 128) // dq_rs.MIN_PAIRS))
+    g = dq_rs.split_blocks(n_tiles, kpad, most)
+    assert g == most or most // 2 < g < most
+    assert dq_rs.run_cost(n_tiles, kpad, g) <= dq_rs.run_cost(n_tiles, kpad, most)
