@@ -116,7 +116,7 @@ _W8_N, _SMALL_N = 6144, 3456
 _RS_N, _RS_MID, _RS_BIG_K = 14336, 4608, 10240
 # W8 since its decode's PRMT form (common.cuh's i8_float; before it, to 1024 on big
 # weights and 768 on mid ones): the same crossover for W8 alone
-# (docs/perf/prefill_h200/crossover_w8_prmt.json) reads 0.95-0.98 of dq_gemm's time at
+# (docs/perf/prefill_h200/crossover_w8_prmt_*.json) reads 0.95-0.98 of dq_gemm's time at
 # T = 1536 on the five big weights and 0.92-0.98 at T = 1024 on the three mid ones
 # ([4608,4608] at T = 384: 1.04, the tie kept above).
 _RS_BIG_T = 1536  # dq_rs's last T on big weights
