@@ -20,7 +20,10 @@ MiB flush). The variants compute garbage on purpose (no output is checked):
 - ``offset``: the second consumer warpgroup starts ~300 cycles late (the numbers stay
   right);
 - ``noscale`` (Q4, Q5, Q6 only): the codes unscaled (which also drops the scales' loads
-  and conversion; timing only).
+  and conversion; timing only);
+- ``nopart``, ``nosum``, ``nostore``, ``noepi`` (all three), ``skeleton_noepi``: a run's
+  tile hand-offs taken apart (no FP32 partial stored, none read and added, no output
+  stored; timing only).
 
 (``lds1`` and ``ldsT``, the code plane's orders measured before the 4-bit codes' nibble
 order landed, patched the byte order's kernel: the JSONs of that time hold their patch
@@ -162,6 +165,22 @@ _NOSCALE = [
         "          a[ks][k] = v; (void)sc;",
     )
 ]
+# A run's tile hand-offs, taken apart (timing only: the numbers are wrong): no FP32
+# partial stored by the blocks that finish a cut tile first (`nopart`), no partials read
+# and added by the last (`nosum`), no output stored (`nostore`); with `skeleton`, the
+# ring's barriers alone without them (`skeleton_noepi`). (T < 0 never holds: the branch
+# stays in the code, its work does not run.)
+_NOPART = [
+    (
+        "            mine[(16 * h + e) * 256] = make_float4(",
+        "            if (T < 0) mine[(16 * h + e) * 256] = make_float4(",
+    )
+]
+_NOSUM = [
+    ("        if (z > 0) {", "        if (z > 0 && T < 0) {"),
+    ("for (int zz = z + 1; zz < nz; ++zz) {", "for (int zz = z + 1; zz < nz && T < 0; ++zz) {"),
+]
+_NOSTORE = [("      rs_store(acc[h], cs, c, tid,", "      if (T < 0) rs_store(acc[h], cs, c, tid,")]
 VARIANTS: dict[str, list[tuple[str, str]]] = {
     "full": [],
     "nodecode": [_DECODE],
@@ -177,6 +196,11 @@ VARIANTS: dict[str, list[tuple[str, str]]] = {
     "mma_only_wait2": [_DECODE, *_COPY, *_WAIT2],
     "offset": _OFFSET,
     "noscale": _NOSCALE,
+    "nopart": _NOPART,
+    "nosum": _NOSUM,
+    "nostore": _NOSTORE,
+    "noepi": [*_NOPART, *_NOSUM, *_NOSTORE],
+    "skeleton_noepi": [_DECODE, *_MMA, *_COPY, *_NOPART, *_NOSUM, *_NOSTORE],
 }
 POINTS = "q4:14336x5120:128,q4:14336x5120:256,q4:14336x5120:1024,q6:14336x5120:128,nvfp4:14336x5120:128,bf16:14336x5120:128"
 
