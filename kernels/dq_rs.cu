@@ -367,21 +367,41 @@ __device__ __forceinline__ void rs_frag(const RsSmem<QT>& r, u32 nib, u32 a[4][4
 __device__ __forceinline__ int cs_at(int col, int r) {
   return col * RS_BM + ((((r >> 3) ^ col) & 15) << 3) + (r & 7);
 }
+// Four 8 x 8 BF16 matrices from the accumulator fragment layout into shared memory,
+// transposed: lane 8 m + i gives the address of row i of matrix m (a token's 16 bytes).
+__device__ __forceinline__ void stmatrix_x4_trans(u32 addr, u32 r0, u32 r1, u32 r2, u32 r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0),
+               "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
+// The staging writes a warp's 16 rows x 128 tokens as pairs packed by one cvt and 8
+// stmatrix.x4.trans a thread: one scalar 2-byte store, a software rounding (f2bf) and an
+// address per value before took 18 % of the kernel's instructions at [14336,5120] T=1024
+// (ncu: 47.7 M against 39.1 M without the store) and the store ~5 us a 128 x 256 tile
+// (tools/dq_rs_ablate.py `nostore` / `nostg`: staging, not the global stores, most of it).
+// Each stmatrix row is a token's 16-byte chunk of 8 rows, so cs_at's swizzle holds: a
+// matrix's 8 tokens land on 8 distinct 16-byte bank groups.
 __device__ __forceinline__ void rs_store(const float acc[64], bf16_t* cs, int c, int ct, float tensor_scale,
                                          bf16_t* __restrict__ out, int N, int T, int n0, int t0) {
   asm volatile("bar.sync 1, 256;" ::: "memory");
-  // ct through an opaque move: the 64 staging addresses below are the same for every
-  // tile, and NVVM otherwise hoists them out of the tile loop, where they spilled.
+  // ct through an opaque move: the staging addresses below are the same for every tile,
+  // and NVVM otherwise hoists them out of the tile loop, where they spilled.
   asm volatile("mov.b32 %0, %0;" : "+r"(ct));
-  const int wt = ct & 127, lane = wt & 31, w4 = wt >> 5, gid = lane >> 2, tig = lane & 3;
+  const int wt = ct & 127, lane = wt & 31, w4 = wt >> 5;
+  // Matrix m = lane >> 3 of stmatrix x4 number j / 2: token block j + (m >> 1), rows
+  // 64 c + 16 w4 + 8 (m & 1) .. + 7 (registers 0 / 1: rows gid / gid + 8 of block j,
+  // 2 / 3 of block j + 1); its row (lane & 7) is that block's token.
+  const int m = lane >> 3, chunk = 8 * (8 * c + 2 * w4 + (m & 1));
+  const u32 cs0 = smem_u32(cs);
 #pragma unroll
-  for (int j = 0; j < 16; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int r = 64 * c + 16 * w4 + gid + (e >= 2 ? 8 : 0);
-      const int col = 8 * j + 2 * tig + (e & 1);
-      cs[cs_at(col, r)] = f2bf(acc[4 * j + e] * tensor_scale);
-    }
+  for (int j = 0; j < 16; j += 2) {
+    const int col = 8 * (j + (m >> 1)) + (lane & 7);
+    const float* a0 = acc + 4 * j;
+    const float* a1 = acc + 4 * j + 4;
+    stmatrix_x4_trans(cs0 + 2u * (u32)cs_at(col, chunk), bf16_pair(a0[0], a0[1], tensor_scale),
+                      bf16_pair(a0[2], a0[3], tensor_scale), bf16_pair(a1[0], a1[1], tensor_scale),
+                      bf16_pair(a1[2], a1[3], tensor_scale));
+  }
   asm volatile("bar.sync 1, 256;" ::: "memory");
   const bool ovec = N % 8 == 0 && (reinterpret_cast<size_t>(out) & 15) == 0;
   for (int idx = ct; idx < RS_BT * (RS_BM / 8); idx += 256) {

@@ -23,7 +23,7 @@ MiB flush). The variants compute garbage on purpose (no output is checked):
   and conversion; timing only);
 - ``nopart``, ``nosum``, ``nostore``, ``noepi`` (all three), ``skeleton_noepi``: a run's
   tile hand-offs taken apart (no FP32 partial stored, none read and added, no output
-  stored; timing only).
+  stored; timing only); ``nostg``: the output staged in shared memory but not stored.
 
 (``lds1`` and ``ldsT``, the code plane's orders measured before the 4-bit codes' nibble
 order landed, patched the byte order's kernel: the JSONs of that time hold their patch
@@ -181,6 +181,14 @@ _NOSUM = [
     ("for (int zz = z + 1; zz < nz; ++zz) {", "for (int zz = z + 1; zz < nz && T < 0; ++zz) {"),
 ]
 _NOSTORE = [("      rs_store(acc[h], cs, c, tid,", "      if (T < 0) rs_store(acc[h], cs, c, tid,")]
+# The output staged in shared memory as always, its global stores skipped (`nostg`):
+# what of `nostore`'s time is the stores to global memory.
+_NOSTG = [
+    (
+        "      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);",
+        "      if (T < 0) *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);",
+    )
+]
 VARIANTS: dict[str, list[tuple[str, str]]] = {
     "full": [],
     "nodecode": [_DECODE],
@@ -199,6 +207,7 @@ VARIANTS: dict[str, list[tuple[str, str]]] = {
     "nopart": _NOPART,
     "nosum": _NOSUM,
     "nostore": _NOSTORE,
+    "nostg": _NOSTG,
     "noepi": [*_NOPART, *_NOSUM, *_NOSTORE],
     "skeleton_noepi": [_DECODE, *_MMA, *_COPY, *_NOPART, *_NOSUM, *_NOSTORE],
 }
