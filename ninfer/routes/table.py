@@ -94,15 +94,16 @@ _W8_N, _SMALL_N = 6144, 3456
 #   highest). At T = 1536 every format but W8 still wins (0.86-0.99); W8 ties or loses
 #   (1.00-1.04). At T = 2048 the K = 2048 heads tie or lose in every format but NVFP4
 #   (0.99-1.11; NVFP4 0.94-0.95) and the others tie or win (0.89-1.01; W8 1.02-1.07).
-#   So dq_rs to T = 1536 (W8 to 1024 until its decode's PRMT form, below). (Since then [16384,5120], and [14336,5120]
-#   up to T = 512, run one whole tile per block, as at 2210cc1: DP_FILL and SK_LONG in
-#   routes/dq_rs.py; the same times or lower.)
+#   So dq_rs to T = 1536 (W8 to 1024 until its decode's PRMT form, below). (Since then
+#   [16384,5120], and [14336,5120] up to T = 512, run one whole tile per block, as at
+#   2210cc1: DP_FILL and SK_LONG in routes/dq_rs.py; the same times or lower.)
 # - "Mid" weights, 4608 <= N < 14336 with 4608 <= K < 10240 ([4608,4608], [5120,6144],
 #   [6144,5120]): every format wins or ties at T <= 256 (0.52-0.95; [4608,4608] at
 #   T = 192 / 256 0.98-1.06 but NVFP4 and BF16), NVFP4 and BF16 to 1024 too (0.75-1.01).
 #   Q4, Q5, Q6 win or tie at T = 512 / 768 (0.80-1.00) and tie at 384 / 1024 (0.93-1.09,
 #   most 0.95-1.01): dq_rs to 1024. W8 wins or ties at 512 / 768 (0.87-1.00), ties at
-#   384 (0.98-1.09) and lost at 1024 (1.00-1.05) until its PRMT decode (below). The ties at T = 384 include
+#   384 (0.98-1.09) and lost at 1024 (1.00-1.05) until its PRMT decode (below). The ties
+#   at T = 384 include
 #   [4608,4608]'s Q4 and W8 at 1.09 (the suites' vision_merger_fc1 weight; 257 ... 383
 #   unmeasured): kept for one boundary per format rather than a third T range. (At
 #   T = 1024 a [5120,6144] grid is two waves of 128 x 256 tiles, the second 28 of 132:
@@ -115,10 +116,13 @@ _W8_N, _SMALL_N = 6144, 3456
 # Past those T, dq_gemm.
 _RS_N, _RS_MID, _RS_BIG_K = 14336, 4608, 10240
 # W8 since its decode's PRMT form (common.cuh's i8_float; before it, to 1024 on big
-# weights and 768 on mid ones): the same crossover for W8 alone
-# (docs/perf/prefill_h200/crossover_w8_prmt_*.json) reads 0.95-0.98 of dq_gemm's time at
-# T = 1536 on the five big weights and 0.92-0.98 at T = 1024 on the three mid ones
-# ([4608,4608] at T = 384: 1.04, the tie kept above).
+# weights and 768 on mid ones): the same crossover for W8 alone, in dd08940's tree (the
+# PRMT decode and split_blocks' grids; docs/perf/prefill_h200/crossover_w8_prmt_*.json),
+# reads 0.95-0.98 of dq_gemm's time at T = 1536 on the five big weights with K >= 5120 and
+# 0.92-0.98 at T = 1024 on the three mid ones ([4608,4608] at T = 384: 1.04, the tie kept
+# above). Not re-measured: W8 on the K = 2048 heads at T = 1025 ... 1536, which lost
+# before it (1.02 / 1.04 at T = 1536, crossover_heads_e353264) and now follow the other
+# big weights (the decode took 4-5 % off W8 at T = 1024 side by side: about a tie).
 _RS_BIG_T = 1536  # dq_rs's last T on big weights
 _RS_MID_T = 1024  # the same on mid weights
 _QUANT = ALL_QTYPES - {QType.BF16}

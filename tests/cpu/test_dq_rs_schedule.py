@@ -98,6 +98,21 @@ def test_split_grid_takes_fewer_tiles_per_run_where_it_pays(n: int, k: int, t: i
         assert all((e - 1) // pairs == s // pairs for s, e in itertools.pairwise(starts))
 
 
+# The counts docs/perf/prefill_h200.md quotes and dq_rs_blocks_segments.txt measured.
+PINNED = [
+    (5120, 6144, 128, 120), (5120, 6144, 256, 120), (5120, 6144, 512, 132),
+    (5120, 6144, 1024, 128), (6144, 5120, 256, 132), (6144, 5120, 1024, 128),
+    (4608, 4608, 128, 108), (4608, 4608, 256, 108), (5120, 17408, 256, 120),
+    (10240, 5120, 512, 128), (14336, 5120, 1024, 132), (34816, 5120, 512, 132),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("n", "k", "t", "blocks"), PINNED)
+def test_split_grid_block_counts(n: int, k: int, t: int, blocks: int) -> None:
+    p = Problem(QType.Q4, Policy.A16, n, k, t, 90)
+    assert dq_rs.blocks(p, dq_rs.choose_nb(p), 132, -(-k // 128) * 128) == blocks
+
+
 @pytest.mark.parametrize("t", [128, 256, 512, 768, 1024])
 @pytest.mark.parametrize(("n", "k"), SHAPES, ids=str)
 def test_split_blocks_never_costs_more_than_the_most_blocks(n: int, k: int, t: int) -> None:
