@@ -65,11 +65,11 @@ NB_FORCE: int | None = None  # tests: run one tile size on every shape
 # stage pairs more (the ring's drain, the partial's store or the sum of the others', the
 # output's store), so where fewer blocks touch fewer tiles per run the host takes them
 # (split_blocks), when the worst run's cost falls by SEG_GAIN at least. Measured on the
-# H200 (Q4, BLOCKS_FORCE; docs/perf/prefill_h200/dq_rs_blocks_segments.txt): [5120,6144] T=128 /
-# 256 on 120 blocks (runs of exactly a third of a tile) 27.97 -> 26.21 and 46.66 -> 41.10
-# us, T=1024 on 128 101.15 against 132's 104.45; [6144,5120] T=1024 128: 105.71 -> 102.02;
-# [4608,4608] T=256 108: 37.58 -> 35.54; [5120,17408] T=256 120: 83.18 -> 79.68; W8
-# [5120,4608] T=128 120: 26.37 -> 24.80.
+# H200 (Q4, BLOCKS_FORCE; docs/perf/prefill_h200/dq_rs_blocks_segments.txt): [5120,6144]
+# T=128 / 256 on 120 blocks (runs of exactly a third of a tile) 27.97 -> 26.21 and
+# 46.66 -> 41.10 us, T=1024 on 128 101.15 against 132's 104.45; [6144,5120] T=1024 on
+# 128: 105.71 -> 102.02; [4608,4608] T=256 on 108: 37.58 -> 35.54; [5120,17408] T=256 on
+# 120: 83.18 -> 79.68; W8 [5120,4608] T=128 on 120: 26.37 -> 24.80.
 BLOCKS_MAX = 132  # the H100 / H200 SXM count: fewer blocks on a larger part, never more
 DP_FILL = 0.9
 DP_FILL_SHORT = 0.8
