@@ -103,9 +103,9 @@ _W8_N, _SMALL_N = 6144, 3456
 #   Q4, Q5, Q6 win or tie at T = 512 / 768 (0.80-1.00) and tie at 384 / 1024 (0.93-1.09,
 #   most 0.95-1.01): dq_rs to 1024. W8 wins or ties at 512 / 768 (0.87-1.00), ties at
 #   384 (0.98-1.09) and lost at 1024 (1.00-1.05) until its PRMT decode (below). The ties
-#   at T = 384 include
-#   [4608,4608]'s Q4 and W8 at 1.09 (the suites' vision_merger_fc1 weight; 257 ... 383
-#   unmeasured): kept for one boundary per format rather than a third T range. (At
+#   at T = 384 include [4608,4608]'s Q4 and W8 at 1.09 (W8 1.04 since the PRMT decode; the
+#   suites' vision_merger_fc1 weight; 257 ... 383 unmeasured): kept for one boundary per
+#   format rather than a third T range. (At
 #   T = 1024 a [5120,6144] grid is two waves of 128 x 256 tiles, the second 28 of 132:
 #   768 is one.)
 # - BF16 with 4608 <= N < 14336 and K < 4608 keeps 2a4c83c's entry (T <= 256; no
