@@ -144,6 +144,14 @@ __device__ __forceinline__ const u8* rows_at(const u8* plane, int n, int row_byt
 // (dec_q reads its stage copies through its own Dec<QT>.)
 template <int QT> struct Fmt;
 
+// Two floats -> one BF16 pair (lo in the low half), each rounded to nearest even: one
+// cvt for both (the one FP32 -> BF16 rounding of dq_rs, dec_q and dq_gemm).
+__device__ __forceinline__ u32 bf2_pack(float lo, float hi) {
+  u32 d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+
 // Small unsigned integer c (< 2^23) -> float exactly, without the quarter-rate I2F:
 // the bits of 2^23 + c, minus 2^23 (one LOP and one FADD).
 __device__ __forceinline__ float u2f_exact(u32 c) { return __uint_as_float(0x4B000000u | c) - 8388608.f; }

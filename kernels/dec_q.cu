@@ -29,12 +29,6 @@
 // scale is folded into A; the FP32 tensor scale is applied last.
 #include "common.cuh"
 
-// Two floats that are exactly BF16-representable -> one BF16 pair (lo in the low half).
-__device__ __forceinline__ u32 bf2_pack(float lo, float hi) {
-  u32 d;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
-  return d;
-}
 
 // cp.async (sm_80+): global -> shared without a register round trip.
 // 16 bytes, of which the first `bytes` come from g and the rest are zero-filled.

@@ -52,9 +52,9 @@ __global__ void __launch_bounds__(256) dq_gemm(const u8* __restrict__ qs, const 
         v[16 + e] *= s1;
       }
     }
-    u32 h[16];  // cvt.rn.bf16x2.f32: two round-to-nearest-even conversions in one instruction
+    u32 h[16];
 #pragma unroll
-    for (int e = 0; e < 16; ++e) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(h[e]) : "f"(v[2 * e + 1]), "f"(v[2 * e]));
+    for (int e = 0; e < 16; ++e) h[e] = bf2_pack(v[2 * e], v[2 * e + 1]);
     uint4* dst = reinterpret_cast<uint4*>(tile + rl * DQ_PITCH + 32 * cl);
 #pragma unroll
     for (int q = 0; q < 4; ++q) dst[q] = make_uint4(h[4 * q], h[4 * q + 1], h[4 * q + 2], h[4 * q + 3]);

@@ -24,7 +24,8 @@
 //   per weight plane (the stage's blocks of the tile's 8 bands, as stored: formats.md),
 //   all completing on the stage's mbarrier; a ring of S stages, each slot refilled once
 //   both consumer warpgroups have retired its MMAs. The ring runs on across the block's
-//   tiles, so the next tile's first stages load during a tile's epilogue.
+//   tiles, so the next tile's first stages load during a tile's epilogue; each consumer
+//   warpgroup's output box leaves by one TMA store that runs on under the next tile.
 //
 // Why this shape (measured on the H200, docs/perf/prefill_h200.md): a separate decode
 // warpgroup writing a BF16 A tile to shared memory (dq_ws, not landed) spent ~89 KB of
@@ -94,7 +95,8 @@ __device__ __forceinline__ u32 atom_add_acq_rel(u32* p, u32 v) {
 // One box of a 2-D tensor map (x: {k, token}; a weight plane: {8-byte column, band}).
 __device__ __forceinline__ void tma_2d(u32 dst, const RsTensorMap* map, int c0, int c1, u32 bar) {
   asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
       "l"(reinterpret_cast<u64>(map)), "r"(c0), "r"(c1), "r"(bar)
       : "memory");
 }
@@ -132,13 +134,9 @@ __device__ __forceinline__ void wgmma_rs(float d[64], const u32 a[4], u64 db) {
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 
-// Two weights (the lower k in the low half) times FP32 scale s, each product exact, as
-// one BF16 pair rounded once (dq_gemm's numerics).
-__device__ __forceinline__ u32 bf16_pair(float lo, float hi, float s) {
-  u32 h;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(h) : "f"(hi * s), "f"(lo * s));
-  return h;
-}
+// Two values times FP32 s as one BF16 pair, each rounded once: two weights (the lower k in
+// the low half; each product exact, dq_gemm's numerics) or two outputs (rs_store).
+__device__ __forceinline__ u32 bf16_pair(float lo, float hi, float s) { return bf2_pack(lo * s, hi * s); }
 
 // (x & m) | c in one LOP3: m in a register (nib_mask) and c an immediate; with both
 // immediates ptxas emits two LOP3s (one immediate operand each).
@@ -311,8 +309,8 @@ __device__ __forceinline__ void rs_frag(const RsSmem<QT>& r, u32 nib, u32 a[4][4
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           // Rows gid (bytes 0, 1) and gid + 8 (bytes 2, 3). A PRMT a code (i8_float): the
-          // shift-and-mask form before it took 5 ALU instructions a weight, W8's decode
-          // alone then outlasting its MMAs (docs/perf/prefill_h200.md).
+          // shift and two LOP3s a code before it took the stage from 145 to 185
+          // instructions, W8's decode alone then outlasting its MMAs (prefill_h200.md).
           const u32 x = w[2 * kl + e] ^ 0x80808080u;
           a[2 * kh + kl][2 * e] = bf16_pair(i8_float(x, 0), i8_float(x, 1), s0);
           a[2 * kh + kl][2 * e + 1] = bf16_pair(i8_float(x, 2), i8_float(x, 3), s1);
@@ -323,7 +321,8 @@ __device__ __forceinline__ void rs_frag(const RsSmem<QT>& r, u32 nib, u32 a[4][4
     constexpr u32 NEG = (0xC300u | OFF) * 0x10001u;  // BF16 -(128 + OFF) in both halves
     u32 e0 = 0, e1 = 0;  // NVFP4: the rows' scales times 2^118 as BF16 pairs
     Bf2Scale sc0{}, sc1{};
-    if constexpr (QT != QT_NVFP4) sc0 = split_scale(h2f((unsigned short)r.s(0))), sc1 = split_scale(h2f((unsigned short)r.s(1)));
+    if constexpr (QT != QT_NVFP4)
+      sc0 = split_scale(h2f((unsigned short)r.s(0))), sc1 = split_scale(h2f((unsigned short)r.s(1)));
     const uint4 q = r.q(0);
     const u32 qw[4] = {q.x, q.y, q.z, q.w};
     uint2 hw = make_uint2(0u, 0u);
@@ -358,14 +357,14 @@ __device__ __forceinline__ void rs_frag(const RsSmem<QT>& r, u32 nib, u32 a[4][4
 }
 
 // The tile's output through shared memory (cs: 128 tokens x 128 rows BF16, its own region:
-// the ring may already hold the block's next tile) in rows of 16 bytes: consumer
-// warpgroup c holds rows 64 c .. 64 c + 63 in wgmma's accumulator layout. A token's
-// 16-byte row chunks are XOR-swizzled by the token (chunk ^ token & 15): a warp's column
-// writes (4 tokens x 8 rows) then land on distinct banks with no padding, which
-// BF16's NB = 2 ring leaves no room for. The consumers (256 threads) meet on named
-// barrier 1; ct is the thread's index among them.
+// the ring may already hold the block's next tile). Consumer warpgroup c holds rows
+// 64 c .. 64 c + 63 in wgmma's accumulator layout and stages them in its own 16 KB box,
+// [128 tokens][64 rows] in TMA's 128-byte swizzle (a token's 16-byte row chunk j at
+// chunk j ^ token & 7; cs starts on a 1 KB boundary): one TMA store (otma) then copies
+// the box to out while the warpgroup goes on to its next tile, and the swizzle keeps a
+// stmatrix's 8 tokens on 8 distinct 16-byte bank groups.
 __device__ __forceinline__ int cs_at(int col, int r) {
-  return col * RS_BM + ((((r >> 3) ^ col) & 15) << 3) + (r & 7);
+  return (r >> 6) * (RS_BT * 64) + col * 64 + ((((r >> 3) ^ col) & 7) << 3) + (r & 7);
 }
 // Four 8 x 8 BF16 matrices from the accumulator fragment layout into shared memory,
 // transposed: lane 8 m + i gives the address of row i of matrix m (a token's 16 bytes).
@@ -374,20 +373,44 @@ __device__ __forceinline__ void stmatrix_x4_trans(u32 addr, u32 r0, u32 r1, u32 
                "r"(r1), "r"(r2), "r"(r3)
                : "memory");
 }
+// One box of cs to out ({row, token} of the output map; rows past N and tokens past T
+// are not written), in the issuing thread's bulk group.
+__device__ __forceinline__ void tma_store_2d(const RsTensorMap* map, u32 src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
+                   reinterpret_cast<u64>(map)),
+               "r"(c0), "r"(c1), "r"(src)
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+// The issuing thread's earlier box stores have read cs (it may be written again).
+__device__ __forceinline__ void tma_store_read_wait() {
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
 // The staging writes a warp's 16 rows x 128 tokens as pairs packed by one cvt and 8
 // stmatrix.x4.trans a thread: one scalar 2-byte store, a software rounding (f2bf) and an
 // address per value before took 18 % of the kernel's instructions at [14336,5120] T=1024
 // (ncu: 47.7 M against 39.1 M without the store) and the store ~5 us a 128 x 256 tile
 // (tools/dq_rs_ablate.py `nostore` / `nostg`: staging, not the global stores, most of it).
-// Each stmatrix row is a token's 16-byte chunk of 8 rows, so cs_at's swizzle holds: a
-// matrix's 8 tokens land on 8 distinct 16-byte bank groups.
+// With an output map (otma: out 16-byte aligned, N a multiple of 8) thread 0 of the
+// warpgroup stores the box by TMA, and the warpgroup meets on its own named barrier
+// (2 + c); otherwise the 256 consumers copy cs out in 16-byte chunks (or elements) and
+// meet on barrier 1.
 __device__ __forceinline__ void rs_store(const float acc[64], bf16_t* cs, int c, int ct, float tensor_scale,
-                                         bf16_t* __restrict__ out, int N, int T, int n0, int t0) {
-  asm volatile("bar.sync 1, 256;" ::: "memory");
+                                         const RsTensorMap* omap, bool otma, bf16_t* __restrict__ out, int N,
+                                         int T, int n0, int t0) {
   // ct through an opaque move: the staging addresses below are the same for every tile,
   // and NVVM otherwise hoists them out of the tile loop, where they spilled.
   asm volatile("mov.b32 %0, %0;" : "+r"(ct));
   const int wt = ct & 127, lane = wt & 31, w4 = wt >> 5;
+  // (The warpgroup's barrier id is 2 + ct >> 7 = 2 + c, from ct: a register of its own
+  // spilled at BF16 NB = 2, into the main loop.)
+  if (otma) {
+    // The box's previous store (this warpgroup's last half or tile) has read cs.
+    if (wt == 0) tma_store_read_wait();
+    asm volatile("bar.sync %0, 128;" ::"r"(2 + (ct >> 7)) : "memory");
+  } else {
+    asm volatile("bar.sync 1, 256;" ::: "memory");
+  }
   // Matrix m = lane >> 3 of stmatrix x4 number j / 2: token block j + (m >> 1), rows
   // 64 c + 16 w4 + 8 (m & 1) .. + 7 (registers 0 / 1: rows gid / gid + 8 of block j,
   // 2 / 3 of block j + 1); its row (lane & 7) is that block's token.
@@ -401,6 +424,13 @@ __device__ __forceinline__ void rs_store(const float acc[64], bf16_t* cs, int c,
     stmatrix_x4_trans(cs0 + 2u * (u32)cs_at(col, chunk), bf16_pair(a0[0], a0[1], tensor_scale),
                       bf16_pair(a0[2], a0[3], tensor_scale), bf16_pair(a1[0], a1[1], tensor_scale),
                       bf16_pair(a1[2], a1[3], tensor_scale));
+  }
+  if (otma) {
+    // The staging's generic-proxy writes made visible to the TMA unit (async proxy).
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    asm volatile("bar.sync %0, 128;" ::"r"(2 + (ct >> 7)) : "memory");
+    if (wt == 0) tma_store_2d(omap, cs0 + 2u * (u32)(c * RS_BT * 64), n0 + 64 * c, t0);
+    return;
   }
   asm volatile("bar.sync 1, 256;" ::: "memory");
   const bool ovec = N % 8 == 0 && (reinterpret_cast<size_t>(out) & 15) == 0;
@@ -422,8 +452,7 @@ __device__ __forceinline__ void rs_store(const float acc[64], bf16_t* cs, int c,
 // pairs consecutive. Runs begin on multiples of `unit` pairs (2 where a tile has an even
 // number: at S = 4 every run of a tile is then a whole number of ring laps; at S = 6 or 8
 // a run may end part-way through a lap, and the lap's unused slots are passed, see
-// below). Each
-// block has at least one unit (the host keeps G <= total / unit).
+// below). Each block has at least one unit (the host keeps G <= total / unit).
 struct RsSched {
   long long units;  // total / unit
   int blocks, unit;
@@ -470,8 +499,9 @@ template <int QT, int S, int NB>
 __global__ void __launch_bounds__(384, 1)
     dq_rs(const __grid_constant__ RsTensorMap xmap, const __grid_constant__ RsTensorMap xtail,
           const __grid_constant__ RsTensorMap wcodes, const __grid_constant__ RsTensorMap whigh,
-          const __grid_constant__ RsTensorMap wscale, float tensor_scale, int N, int kpad, bf16_t* __restrict__ out,
-          int T, float4* __restrict__ part, u32* __restrict__ cnt, int tiles_x, int n_tiles, int tail_rows) {
+          const __grid_constant__ RsTensorMap wscale, const __grid_constant__ RsTensorMap omap, float tensor_scale,
+          int N, int kpad, bf16_t* __restrict__ out, int T, float4* __restrict__ part, u32* __restrict__ cnt,
+          int tiles_x, int n_tiles, int tail_rows, int otma) {
   using B = RsBand<QT>;
   constexpr int WST = 8 * (B::CODES + B::QH + B::SC), XT = NB * RS_X_HALF;
   extern __shared__ __align__(16) u8 smem_raw[];
@@ -484,6 +514,7 @@ __global__ void __launch_bounds__(384, 1)
   auto empty = [&](int s) { return bar0 + 8 * (S + s); };  // both consumers retired its MMAs
   const int tid = threadIdx.x, wg = tid / 128, b = blockIdx.x;
   static_assert(S % 2 == 0, "a loop body alternates the two fragment sets");
+  static_assert(S * WST % 1024 == 0, "cs's boxes start on 1 KB swizzle atoms");
   const int pairs = kpad / (2 * RS_BK);  // a pair is one 128-k storage stage
   // The schedule is computed after the warpgroups part (sched()): live across
   // setmaxnreg, its 64-bit values spilled in the copy warpgroup's few registers.
@@ -626,7 +657,8 @@ __global__ void __launch_bounds__(384, 1)
         for (int h = 0; h < NB; ++h)
 #pragma unroll
           for (int e = 0; e < 16; ++e)
-            mine[(16 * h + e) * 256] = make_float4(acc[h][4 * e], acc[h][4 * e + 1], acc[h][4 * e + 2], acc[h][4 * e + 3]);
+            mine[(16 * h + e) * 256] = make_float4(acc[h][4 * e], acc[h][4 * e + 1], acc[h][4 * e + 2],
+                                                   acc[h][4 * e + 3]);
         asm volatile("bar.sync 1, 256;" ::: "memory");
         if (tid == 0) *flag = atom_add_acq_rel(&cnt[tile], 1u) == (u32)(nz - 1);
         asm volatile("bar.sync 1, 256;" ::: "memory");
@@ -661,16 +693,19 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
           for (int e = 0; e < CH; ++e) w[e] = __ldcg(slot(zz) + (c0 + e) * 256);
 #pragma unroll
-          for (int e = 0; e < CH; ++e) a[4 * e] += w[e].x, a[4 * e + 1] += w[e].y, a[4 * e + 2] += w[e].z, a[4 * e + 3] += w[e].w;
+          for (int e = 0; e < CH; ++e)
+            a[4 * e] += w[e].x, a[4 * e + 1] += w[e].y, a[4 * e + 2] += w[e].z, a[4 * e + 3] += w[e].w;
         }
       }
     }
     const int ty = tile / tiles_x, n0 = (tile - ty * tiles_x) * RS_BM, t0 = ty * RS_BT * NB;
 #pragma unroll
     for (int h = 0; h < NB; ++h) {
-      // (rs_store opens with the consumers' barrier: the last half's reads of cs are done.)
-      rs_store(acc[h], cs, c, tid, QT == QT_NVFP4 ? tensor_scale * NVFP4_DOWN : tensor_scale, out, N, T, n0,
-               t0 + RS_BT * h);
+      // (rs_store opens with a barrier: the last half's reads of cs are done.)
+      rs_store(acc[h], cs, c, tid, QT == QT_NVFP4 ? tensor_scale * NVFP4_DOWN : tensor_scale, &omap, otma != 0,
+               out, N, T, n0, t0 + RS_BT * h);
     }
   }
+  // Shared memory stays allocated until the last box store has read it.
+  if (otma && tid % 128 == 0) tma_store_read_wait();
 }

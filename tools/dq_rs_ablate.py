@@ -23,7 +23,9 @@ MiB flush). The variants compute garbage on purpose (no output is checked):
   and conversion; timing only);
 - ``nopart``, ``nosum``, ``nostore``, ``noepi`` (all three), ``skeleton_noepi``: a run's
   tile hand-offs taken apart (no FP32 partial stored, none read and added, no output
-  stored; timing only); ``nostg``: the output staged in shared memory but not stored.
+  stored; timing only); ``nostg``: the output staged in shared memory but not stored;
+  ``nootma``: the output stored by the consumers' 16-byte stores instead of the TMA
+  store (the numbers stay right);
 
 (``lds1`` and ``ldsT``, the code plane's orders measured before the 4-bit codes' nibble
 order landed, patched the byte order's kernel: the JSONs of that time hold their patch
@@ -72,7 +74,7 @@ _DECODE = (
 _SINK = [
     ("  u32 a0[4][4], a1[4][4];", "  u32 a0[4][4], a1[4][4];\n  u32 sink = 0;"),
     (
-        "      // (rs_store opens with the consumers' barrier: the last half's reads of cs are done.)",
+        "      // (rs_store opens with a barrier: the last half's reads of cs are done.)",
         "      if (sink == 0x9E3779B9u && T < 0) out[0] = (bf16_t)sink;",
     ),
 ]
@@ -126,8 +128,8 @@ def _ss_fn() -> str:
 
 _SS = [
     (
-        "// Two weights (the lower k in the low half)",
-        _ss_fn() + "// Two weights (the lower k in the low half)",
+        "// Two values times FP32 s as one BF16 pair",
+        _ss_fn() + "// Two values times FP32 s as one BF16 pair",
     ),
     *_SINK,
     (
@@ -187,8 +189,12 @@ _NOSTG = [
     (
         "      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);",
         "      if (T < 0) *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);",
-    )
+    ),
+    ("    if (wt == 0) tma_store_2d(", "    if (wt == 0 && T < 0) tma_store_2d("),
 ]
+# The output stored by the consumers' 16-byte stores, as before the TMA store (`nootma`;
+# the results are right): what the TMA store takes off.
+_NOOTMA = [("&omap, otma != 0,", "&omap, false,")]
 VARIANTS: dict[str, list[tuple[str, str]]] = {
     "full": [],
     "nodecode": [_DECODE],
@@ -208,6 +214,7 @@ VARIANTS: dict[str, list[tuple[str, str]]] = {
     "nosum": _NOSUM,
     "nostore": _NOSTORE,
     "nostg": _NOSTG,
+    "nootma": _NOOTMA,
     "noepi": [*_NOPART, *_NOSUM, *_NOSTORE],
     "skeleton_noepi": [_DECODE, *_MMA, *_COPY, *_NOPART, *_NOSUM, *_NOSTORE],
 }

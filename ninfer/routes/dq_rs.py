@@ -6,7 +6,8 @@ decoded by the warps that multiply it. Numerics are dq_gemm's (docs/routes.md, "
 
 x must be 16-byte aligned with a row pitch of whole 16 bytes (TMA's rule); other x is
 first copied, by a 2-D copy on the caller's stream, into the workspace with a padded
-pitch. The workspace (the public query) is sized for that copy, the tile counters and
+pitch. out is stored by TMA under the same rule (16-byte aligned, N a multiple of 8);
+other out by the consumers' own 16-byte or element stores. The workspace (the public query) is sized for that copy, the tile counters and
 two FP32 partial tiles per block.
 """
 
@@ -242,14 +243,15 @@ def shared_bytes(p: Problem, nb: int) -> int:
 
 
 class _Params(ctypes.Structure):
-    # kernels/dq_rs.cu: (xmap, xtail, wcodes, whigh, wscale, tensor_scale, N, kpad, out, T,
-    # part, cnt, tiles_x, n_tiles, tail_rows)
+    # kernels/dq_rs.cu: (xmap, xtail, wcodes, whigh, wscale, omap, tensor_scale, N, kpad,
+    # out, T, part, cnt, tiles_x, n_tiles, tail_rows, otma)
     _fields_ = [
         ("xmap", _MAP),
         ("xtail", _MAP),
         ("wcodes", _MAP),
         ("whigh", _MAP),
         ("wscale", _MAP),
+        ("omap", _MAP),
         ("tensor_scale", ctypes.c_float),
         ("n", ctypes.c_int32),
         ("kpad", ctypes.c_int32),
@@ -260,6 +262,7 @@ class _Params(ctypes.Structure):
         ("tiles_x", ctypes.c_int32),
         ("n_tiles", ctypes.c_int32),
         ("tail_rows", ctypes.c_int32),
+        ("otma", ctypes.c_int32),
     ]
 
 
@@ -336,11 +339,11 @@ def plane_map(plane: Any, box_bytes: int) -> Any:
 
 
 class RsPlan:
-    """The launch of one (weight, T): the weight's maps once, x's map per x address.
+    """The launch of one (weight, T): the weight's maps once, x's and out's per address.
 
-    x's map holds its address, so it is encoded per distinct (address, pitch) and kept
-    (a call with the same buffers reuses it; the map travels by value in the kernel's
-    parameters, so a captured graph keeps its own copy).
+    x's and out's maps hold their addresses, so each is encoded per distinct address (x:
+    and pitch) and kept (a call with the same buffers reuses them; the maps travel by
+    value in the kernel's parameters, so a captured graph keeps its own copies).
     """
 
     X_MAPS = 16  # distinct x buffers remembered per plan
@@ -369,6 +372,7 @@ class RsPlan:
             plane_map(w.codes, codes),
             plane_map(pl.get("qh"), high),
             plane_map(pl.get("scales"), scales),
+            _MAP(),
             w.tensor_scale if p.qtype is QType.NVFP4 else 1.0,
             p.n,
             w.k_pad,
@@ -378,6 +382,7 @@ class RsPlan:
             0,
             -(-p.n // ROWS),
             self.n_tiles,
+            0,
             0,
         )
         self.argv = arg_pointers(self.params)
@@ -390,11 +395,12 @@ class RsPlan:
         self.x_copy = _x_copy_bytes(p)
         self.counter_bytes = _counter_bytes(p)
         self.device = dev
-        self.t, self.k = p.t, p.k
+        self.t, self.k, self.n = p.t, p.k, p.n
         self.box_t = 128 * self.nb
         self.tail_rows = tail_rows(p.t, self.box_t)
         self.params.tail_rows = self.tail_rows
         self.x_maps: dict[tuple[int, int], tuple[Any, Any]] = {}
+        self.o_maps: dict[int, Any] = {}
         self.lock = threading.Lock()
 
     def x_map(self, ptr: int, pitch: int) -> tuple[Any, Any]:
@@ -412,6 +418,22 @@ class RsPlan:
                 else _MAP()
             )
             m = self.x_maps[key] = (main, tail)
+        return m
+
+    def o_map(self, ptr: int) -> Any:
+        """out's map: [T][N] BF16, a box one consumer warpgroup's 64 rows x 128 tokens in
+        the 128-byte swizzle its staging uses (kernels/dq_rs.cu, cs_at); None where TMA
+        cannot store out (an address or row pitch not of whole 16 bytes)."""
+        if ptr % 16 or (2 * self.n) % 16:
+            return None
+        m = self.o_maps.get(ptr)
+        if m is None:
+            if len(self.o_maps) >= self.X_MAPS:
+                self.o_maps.clear()
+            dims = (self.n, self.t)
+            m = self.o_maps[ptr] = _drv().encode(
+                ptr, _DT_BF16, dims, 2 * self.n, (64, 128), _SWIZZLE_128B
+            )
         return m
 
     def run(self, x_ptr: int, out_ptr: int, stream: int, ws_ptr: int) -> None:
@@ -437,6 +459,10 @@ class RsPlan:
             prm = self.params
             prm.xmap, prm.xtail = self.x_map(x_ptr, pitch)
             prm.out = out_ptr
+            omap = self.o_map(out_ptr)
+            prm.otma = omap is not None
+            if omap is not None:
+                prm.omap = omap
             if self.splits:  # counters from zero: the workspace is the caller's memory
                 prm.cnt = ws_ptr + self.x_copy
                 prm.part = prm.cnt + self.counter_bytes

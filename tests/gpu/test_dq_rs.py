@@ -89,6 +89,46 @@ def test_dq_rs_x_not_tma_aligned(qtype: QType, k: int, offset: int) -> None:
     check_against_oracle(out, xh.astype(ml_dtypes.bfloat16), w_ref, label, qtype.name, seed)
 
 
+_GUARD = 4096  # elements of sentinel on each side of an out placed in a larger buffer
+
+
+@pytest.mark.parametrize(
+    ("n", "offset"),
+    [(14352, 8), (14352, 1), (14350, 0)],
+    ids=["out_base_+16B", "out_base_+2B", "N_14350"],
+)
+@pytest.mark.parametrize("nb", [1, 2])
+@pytest.mark.parametrize("qtype", [QType.Q4, QType.W8, QType.BF16], ids=lambda q: q.name)
+def test_dq_rs_out_stores(
+    qtype: QType, nb: int, n: int, offset: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """out is stored by TMA where its base and rows are whole 16 bytes (+16 B), else by the
+    consumers' own stores (+2 B, N = 14350): every element written, none around it (a
+    partial last row tile and token tile, both token tiles)."""
+    import cupy as cp
+    import ml_dtypes
+
+    k, t = 640, 200
+    monkeypatch.setattr(dq_rs, "NB_FORCE", nb)
+    w, w_ref = _dq_rs_weight(qtype, n, k, t)
+    w.dispatch_cache.clear()  # plans hold their tile: none built before the patch
+    try:
+        seed = seed_for("dq_rs_out", qtype.name, n, offset, nb)
+        xh = random_x(np.random.default_rng(seed), t, k)
+        sentinel = 0x7FC1  # a NaN the kernel never writes
+        buf = cp.full(_GUARD + offset + t * n + _GUARD, sentinel, dtype=cp.uint16)
+        out = buf[_GUARD + offset : _GUARD + offset + t * n].reshape(t, n).view(ml_dtypes.bfloat16)
+        assert (out.data.ptr % 16 == 0) == (offset % 8 == 0)
+        linear(to_bf16_device(xh), w, out, workspace=workspace_for(w, t))
+        label = f"dq_rs {qtype.name} [{n},{k}] T={t} NB={nb} out offset {2 * offset} B"
+        check_against_oracle(out, xh.astype(ml_dtypes.bfloat16), w_ref, label, qtype.name, seed)
+        host = cp.asnumpy(buf)
+        around = np.concatenate([host[: _GUARD + offset], host[_GUARD + offset + t * n :]])
+        assert np.all(around == sentinel), f"{label}: elements around out were written"
+    finally:
+        w.dispatch_cache.clear()
+
+
 @pytest.mark.parametrize("offset", [0, 1], ids=["aligned_x", "x_base_+2B"])
 @pytest.mark.parametrize("qtype", QTYPES, ids=lambda q: q.name)
 def test_dq_rs_graph_capture_then_replay_with_new_inputs(qtype: QType, offset: int) -> None:
