@@ -32,6 +32,7 @@ order landed, patched the byte order's kernel: the JSONs of that time hold their
 texts.)
 
     python tools/dq_rs_ablate.py [--points q4:14336x5120:128,...] [--variants full,nodecode]
+        [--blocks 132]
         [--ref earlier_dq_rs_assembled.cu [--ref-band q6:512:512:64,...] [--ref-stages 8,4]]
 
 ``--ref-band``: the per-stage band bytes (codes, high bits, scales: routes/dq_rs.py's
@@ -264,7 +265,14 @@ def main() -> int:
     ap.add_argument(
         "--ref-stages", default="", help="S,S,... dq_rs.STAGE_DEPTHS for the --ref source"
     )
+    ap.add_argument(
+        "--blocks",
+        type=int,
+        help="force the persistent grid's block count (routes/dq_rs.py's BLOCKS_FORCE) on every point",
+    )
     args = ap.parse_args()
+    if args.blocks is not None:
+        dq_rs.BLOCKS_FORCE = args.blocks
     if (args.ref_band or args.ref_stages) and not args.ref:
         raise SystemExit("dq_rs_ablate: --ref-band / --ref-stages describe the --ref source")
     ref_depths = tuple(int(v) for v in args.ref_stages.split(",")) if args.ref_stages else None

@@ -120,9 +120,10 @@ _RS_N, _RS_MID, _RS_BIG_K = 14336, 4608, 10240
 # PRMT decode and split_blocks' grids; docs/perf/prefill_h200/crossover_w8_prmt_*.json),
 # reads 0.95-0.98 of dq_gemm's time at T = 1536 on the five big weights with K >= 5120 and
 # 0.92-0.98 at T = 1024 on the three mid ones ([4608,4608] at T = 384: 1.04, the tie kept
-# above). Not re-measured: W8 on the K = 2048 heads at T = 1025 ... 1536, which lost
-# before it (1.02 / 1.04 at T = 1536, crossover_heads_e353264) and now follow the other
-# big weights (the decode took 4-5 % off W8 at T = 1024 side by side: about a tie).
+# above). W8 on the K = 2048 heads, which lost at T = 1536 before it (1.02 / 1.04,
+# crossover_heads_e353264), wins there since (with 257fb0c's TMA store: 0.79 / 0.87 at
+# T = 1024 / 1536 on [131072,2048], 0.82 / 0.89 on [248320,2048];
+# crossover_heads_w8_257fb0c.json), so the heads follow the other big weights.
 _RS_BIG_T = 1536  # dq_rs's last T on big weights
 _RS_MID_T = 1024  # the same on mid weights
 _QUANT = ALL_QTYPES - {QType.BF16}
