@@ -39,7 +39,10 @@ texts.)
 BAND, which also sets the ring depth) the earlier source was built for, where they
 differ from today's; the launcher's boxes and byte counts must match the kernel's.
 ``--ref-stages``: the ring depths (routes/dq_rs.py's STAGE_DEPTHS) to run the --ref source
-with, e.g. the same source at an earlier ring rule.
+with, e.g. the same source at an earlier ring rule. The --ref source must take today's
+kernel parameters (257fb0c's, with the output map `omap`): the tool refuses an older one.
+``--blocks``: force the persistent grid's block count on every point (recorded in the
+output and the JSON rows).
 
 ``--profile``: no timing; each variant's call on each point runs once more between
 cudaProfilerStart/Stop (for ``ncu --profile-from-start off``: one profiled dq_rs
@@ -294,7 +297,16 @@ def main() -> int:
     if args.ref:
         with open(args.ref) as f:
             ref_text = f.read()
+        # The launcher passes today's parameter list (routes/dq_rs.py's _Params): a source
+        # from before 257fb0c's output map would read its parameters shifted.
+        if "const __grid_constant__ RsTensorMap omap" not in ref_text:
+            raise SystemExit(
+                "dq_rs_ablate: --ref source has no `omap` parameter (before 257fb0c): "
+                "today's launcher cannot run it; time it from its own commit's tree"
+            )
         variants.append("ref")
+    if args.blocks is not None:
+        print(f"blocks={args.blocks} (BLOCKS_FORCE on every point)")
     print("qtype N K T " + " ".join(f"{v}_us" for v in variants))
     results: dict[tuple[QType, int, int, int], dict[str, float]] = {p: {} for p in points}
     import cupy as cp
@@ -341,7 +353,7 @@ def main() -> int:
             for w in weights.values():
                 w.dispatch_cache.clear()
     for (q, n, k, t), us in results.items():
-        rows.append({"qtype": q.value, "n": n, "k": k, "t": t, **us})
+        rows.append({"qtype": q.value, "n": n, "k": k, "t": t, "blocks": args.blocks, **us})
         cols = " ".join(f"{us[v]:8.2f}" for v in variants)
         print(f"{q.value:<5} {n} {k} {t:>4} {cols}", flush=True)
     if args.json:

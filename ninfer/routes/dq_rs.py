@@ -7,8 +7,8 @@ decoded by the warps that multiply it. Numerics are dq_gemm's (docs/routes.md, "
 x must be 16-byte aligned with a row pitch of whole 16 bytes (TMA's rule); other x is
 first copied, by a 2-D copy on the caller's stream, into the workspace with a padded
 pitch. out is stored by TMA under the same rule (16-byte aligned, N a multiple of 8);
-other out by the consumers' own 16-byte or element stores. The workspace (the public query) is sized for that copy, the tile counters and
-two FP32 partial tiles per block.
+other out by the consumers' own element stores. The workspace (the public query) is
+sized for that copy, the tile counters and two FP32 partial tiles per block.
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ _RS_N, _RS_MID, _RS_BIG_K = 14336, 4608, 10240
 # reads 0.95-0.98 of dq_gemm's time at T = 1536 on the five big weights with K >= 5120 and
 # 0.92-0.98 at T = 1024 on the three mid ones ([4608,4608] at T = 384: 1.04, the tie kept
 # above). W8 on the K = 2048 heads, which lost at T = 1536 before it (1.02 / 1.04,
-# crossover_heads_e353264), wins there since (with 257fb0c's TMA store: 0.79 / 0.87 at
+# crossover_heads_e353264), wins there since (with 257fb0c's kernel: 0.79 / 0.87 at
 # T = 1024 / 1536 on [131072,2048], 0.82 / 0.89 on [248320,2048];
 # crossover_heads_w8_257fb0c.json), so the heads follow the other big weights.
 _RS_BIG_T = 1536  # dq_rs's last T on big weights

@@ -97,19 +97,27 @@ _GUARD = 4096  # elements of sentinel on each side of an out placed in a larger 
     [(14352, 8), (14352, 1), (14350, 0)],
     ids=["out_base_+16B", "out_base_+2B", "N_14350"],
 )
+@pytest.mark.parametrize("blocks", [None, 50], ids=["host_blocks", "split_50"])
 @pytest.mark.parametrize("nb", [1, 2])
 @pytest.mark.parametrize("qtype", [QType.Q4, QType.W8, QType.BF16], ids=lambda q: q.name)
 def test_dq_rs_out_stores(
-    qtype: QType, nb: int, n: int, offset: int, monkeypatch: pytest.MonkeyPatch
+    qtype: QType,
+    nb: int,
+    blocks: int | None,
+    n: int,
+    offset: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """out is stored by TMA where its base and rows are whole 16 bytes (+16 B), else by the
     consumers' own stores (+2 B, N = 14350): every element written, none around it (a
-    partial last row tile and token tile, both token tiles)."""
+    partial last row tile and token tile, both token tiles; whole tiles on the host's
+    113 blocks, and on 50 blocks split tiles, stored by the last block of each)."""
     import cupy as cp
     import ml_dtypes
 
     k, t = 640, 200
     monkeypatch.setattr(dq_rs, "NB_FORCE", nb)
+    monkeypatch.setattr(dq_rs, "BLOCKS_FORCE", blocks)
     w, w_ref = _dq_rs_weight(qtype, n, k, t)
     w.dispatch_cache.clear()  # plans hold their tile: none built before the patch
     try:
@@ -120,7 +128,12 @@ def test_dq_rs_out_stores(
         out = buf[_GUARD + offset : _GUARD + offset + t * n].reshape(t, n).view(ml_dtypes.bfloat16)
         assert (out.data.ptr % 16 == 0) == (offset % 8 == 0)
         linear(to_bf16_device(xh), w, out, workspace=workspace_for(w, t))
-        label = f"dq_rs {qtype.name} [{n},{k}] T={t} NB={nb} out offset {2 * offset} B"
+        (d,) = w.dispatch_cache.values()
+        tma = offset % 8 == 0 and n % 8 == 0
+        assert d.plan().params.otma == tma, "the store path is not the one this case is for"
+        label = (
+            f"dq_rs {qtype.name} [{n},{k}] T={t} NB={nb} blocks={blocks} out offset {2 * offset} B"
+        )
         check_against_oracle(out, xh.astype(ml_dtypes.bfloat16), w_ref, label, qtype.name, seed)
         host = cp.asnumpy(buf)
         around = np.concatenate([host[: _GUARD + offset], host[_GUARD + offset + t * n :]])
