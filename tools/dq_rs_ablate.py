@@ -284,6 +284,17 @@ def main() -> int:
         q, *b = spec.split(":")
         codes, high, scales = (int(v) for v in b)
         ref_band[QType(q)] = (codes, high, scales)
+    ref_text = ""
+    if args.ref:  # read and checked before any device work
+        with open(args.ref) as f:
+            ref_text = f.read()
+        # The launcher passes today's parameter list (routes/dq_rs.py's _Params): a source
+        # from before 257fb0c's output map would read its parameters shifted.
+        if "const __grid_constant__ RsTensorMap omap" not in ref_text:
+            raise SystemExit(
+                "dq_rs_ablate: --ref source has no `omap` parameter (before 257fb0c): "
+                "today's launcher cannot run it; time it from its own commit's tree"
+            )
     points = []
     for spec in args.points.split(","):
         q, nk, t = spec.split(":")
@@ -295,15 +306,6 @@ def main() -> int:
     rows: list[dict[str, object]] = []
     variants = args.variants.split(",")
     if args.ref:
-        with open(args.ref) as f:
-            ref_text = f.read()
-        # The launcher passes today's parameter list (routes/dq_rs.py's _Params): a source
-        # from before 257fb0c's output map would read its parameters shifted.
-        if "const __grid_constant__ RsTensorMap omap" not in ref_text:
-            raise SystemExit(
-                "dq_rs_ablate: --ref source has no `omap` parameter (before 257fb0c): "
-                "today's launcher cannot run it; time it from its own commit's tree"
-            )
         variants.append("ref")
     if args.blocks is not None:
         print(f"blocks={args.blocks} (BLOCKS_FORCE on every point)")
