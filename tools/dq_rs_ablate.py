@@ -59,8 +59,8 @@ from collections.abc import Callable
 from route_swap import time_under  # tools/ is the script's sys.path[0]
 
 from ninfer import Policy, QType
+from ninfer.bench.env import environment
 from ninfer.bench.fixture import random_activations, random_device_weight
-from ninfer.bench.results import environment
 from ninfer.bench.run import prepared_call, profile_one
 from ninfer.bench.timer import ColdTimer
 from ninfer.routes import Problem, dq_rs, launch, select, table

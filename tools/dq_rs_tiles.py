@@ -22,8 +22,8 @@ from prefill_crossover import SHAPES  # tools/ is the script's sys.path[0]
 from route_swap import bf16_steps, host_f32, parse_shapes, time_under
 
 from ninfer import Policy, QType
+from ninfer.bench.env import environment
 from ninfer.bench.fixture import random_activations, random_device_weight
-from ninfer.bench.results import environment
 from ninfer.bench.timer import ColdTimer
 from ninfer.routes import Problem, dq_rs, select, table
 from ninfer.routes.table import Route

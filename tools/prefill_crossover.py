@@ -26,8 +26,8 @@ from route_swap import (  # tools/ is the script's sys.path[0]
 )
 
 from ninfer import QType
+from ninfer.bench.env import environment
 from ninfer.bench.fixture import random_activations, random_device_weight
-from ninfer.bench.results import environment
 from ninfer.bench.timer import ColdTimer
 
 # The suites' distinct [N,K] (the seed's permanent surface included).

@@ -19,8 +19,8 @@ import sys
 from route_swap import from_t, time_under  # tools/ is the script's sys.path[0]
 
 from ninfer import QType
+from ninfer.bench.env import environment
 from ninfer.bench.fixture import random_activations, random_device_weight
-from ninfer.bench.results import environment
 from ninfer.bench.timer import ColdTimer
 
 # The suites' distinct [N,K] below 256 MB plus the two issue-5 shapes.

@@ -23,10 +23,10 @@ import ml_dtypes
 import numpy as np
 
 from ninfer import QType
+from ninfer.bench.env import environment
 from ninfer.bench.fixture import random_activations, random_device_weight
 from ninfer.bench.metrics import point_metrics
 from ninfer.bench.peers import cublas_call
-from ninfer.bench.results import environment
 from ninfer.bench.run import ceilings, prepared_call
 from ninfer.bench.timer import ColdTimer
 from ninfer.routes.dec_q import Tile, expr, tile_shared_bytes

@@ -16,9 +16,9 @@ import json
 import sys
 
 from ninfer import Policy, QType
+from ninfer.bench.env import environment
 from ninfer.bench.fixture import random_activations, random_device_weight
 from ninfer.bench.peers import cublas_call
-from ninfer.bench.results import environment
 from ninfer.bench.run import prepared_call
 from ninfer.bench.timer import ColdTimer
 from ninfer.routes import Problem, dq_gemm

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -52,16 +51,55 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--profile", action="store_true", help="one point: profiler start, one call, stop"
     )
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--repeat", type=int, default=20)
-    ap.add_argument("--flush-mib", type=int, default=256)
+    ap.add_argument("--warmup", type=_count(0), default=3, help="untimed calls before capture (3)")
+    ap.add_argument("--repeat", type=_count(1), default=20, help="samples per point and round (20)")
+    ap.add_argument(
+        "--flush-mib", type=_count(0), default=256, help="L2 flush MiB per sample (256)"
+    )
     ap.add_argument("--execution", choices=["graph", "direct"], default="graph")
     ap.add_argument("--peer", action="append", choices=list(PEERS), default=[])
     ap.add_argument("--csv-out", type=Path)
     ap.add_argument("--json-out", type=Path)
-    ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("--device", type=_count(0), default=0)
     ap.add_argument("--no-progress", action="store_true")
+    g = ap.add_argument_group("rounds (what ninfer-regress drives; docs/regress.md)")
+    g.add_argument("--order-seed", type=_count(0), default=None,
+                   help="shuffle the points of each round from this seed (default: suite order)")  # fmt: skip
+    g.add_argument("--allocs", type=_count(1), default=1,
+                   help="rounds in this process, each a fresh allocation of all buffers (1)")  # fmt: skip
+    g.add_argument("--memory", choices=["arena", "pool"], default="arena",
+                   help="arena: fixed layout (default); pool: the old per-group pool")  # fmt: skip
+    g.add_argument("--process", type=_count(0), default=0, help="recorded process index")
+    g.add_argument("--side", default="", help="recorded A/B side label")
+    g.add_argument("--only-file", type=Path,
+                   help="measure only the points listed in this file (one 'q4 a16 [N,K] T=t' a line)")  # fmt: skip
     return ap
+
+
+def _count(lo: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {lo}, got {v}")
+        return v
+
+    return parse
+
+
+def only(points: list[BenchPoint], path: Path) -> list[BenchPoint]:
+    """The points named in ``path`` (key strings, as the reports print them)."""
+    try:
+        wanted = {line.strip() for line in path.read_text().splitlines() if line.strip()}
+    except OSError as e:
+        raise ValueError(f"--only-file {path}: not readable ({e})") from None
+    picked = [p for p in points if str(p.key) in wanted]
+    missing = wanted - {str(p.key) for p in picked}
+    if missing:
+        raise ValueError(f"--only-file {path}: not points of this suite: {sorted(missing)[:3]}")
+    return picked
 
 
 def expand(args: argparse.Namespace) -> list[BenchPoint]:
@@ -107,7 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         points = expand(args)
-    except ValueError as e:
+        if args.only_file is not None:
+            points = only(points, args.only_file)
+    except (ValueError, OSError) as e:
         ap.print_usage(sys.stderr)
         print(f"ninfer-bench: error: {e}", file=sys.stderr)
         return 2
@@ -137,17 +177,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    import io
+
+    from ..record import write_text_atomic
+
     keys: list[str] = []
     for r in rows:
         keys += [k for k in r if k not in keys]
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=keys)
-        w.writeheader()
-        w.writerows(rows)
-
-
-def write_json(path: Path, doc: dict[str, Any]) -> None:
-    path.write_text(json.dumps(doc, indent=1))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=keys)
+    w.writeheader()
+    w.writerows(rows)
+    write_text_atomic(path, buf.getvalue())
 
 
 if __name__ == "__main__":

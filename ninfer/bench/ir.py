@@ -29,7 +29,7 @@ from ..policy import Policy
 from ..routes import LAUNCHERS, QTYPE_ID, Problem, select, table_for
 from ..runtime.compile import OPTIONS
 from ..runtime.sources import assembled_source, kernels_digest, source_hash
-from .results import git
+from .env import git
 
 QNAME = {v: q.name for q, v in QTYPE_ID.items()}
 T_SCAN = 4096  # past every route edge and tile step; a T range reaching it prints as "N+"

@@ -18,12 +18,12 @@ import yaml
 
 from ninfer.formats.qtype import QType
 from ninfer.policy import Policy
+from ninfer.record import PointKey
 
 SUITE_NAMES = ("qwen3_6_27b", "qwen3_6_35b_a3b", "all")
 # 'all' has no file: it is the union of the model suites, in this order.
 MODEL_SUITES = SUITE_NAMES[:-1]
 
-PointKey = tuple[QType, Policy, int, int, int]
 GroupKey = tuple[QType, Policy, int, int]
 _E = TypeVar("_E")
 
@@ -59,7 +59,7 @@ class BenchPoint:
     @property
     def key(self) -> PointKey:
         """Identity of the timing row: equal keys are timed once (seed 000 §2.4)."""
-        return (self.qtype, self.policy, self.n, self.k, self.t)
+        return PointKey(self.qtype.value, self.policy.value, self.n, self.k, self.t)
 
     @property
     def group(self) -> GroupKey:

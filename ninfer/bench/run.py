@@ -1,41 +1,56 @@
-"""Execute expanded points: one weight per (qtype, policy, N, K), x/out for the group's max T.
+"""Measure expanded points in one process: one or more rounds, each a fresh allocation.
 
-Allocation, fixture, first call and compile stay outside timing; each point is one
-public ``linear()`` call under the cold-cache timer (timer.py).
+A round places every buffer (bench/memory.py), then times each point under the
+cold-cache contract (timer.py) in an order shuffled from ``--order-seed`` (the suite's
+order without one), reading the GPU's telemetry before and after each point. A point
+whose round was throttled is measured again after a pause (nvbench's rule), up to
+``MAX_REMEASURE`` times, and kept marked if it stays throttled. After every point the
+record is rewritten atomically (``--json-out``), so a crash keeps what finished.
+Allocation, fixture, first call and compile stay outside timing.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import os
+import random
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from .. import record
 from ..gpus import lookup
 from ..ops import linear, linear_workspace_bytes
 from ..policy import Policy
-from .fixture import random_activations, random_device_weight
+from .env import environment
+from .memory import RunMemory, arena, pool_groups
 from .metrics import Ceilings, byte_breakdown, point_metrics
 from .peers import PeerUnavailable, applies, cublas_call, tinygemm_call
 from .points import BenchPoint, group_points
-from .results import SCHEMA, SCHEMA_VERSION, environment
+from .telemetry import Telemetry, throttled
 from .timer import ColdTimer
+
+MAX_REMEASURE = 2
+RECOVERY_S = 1.0  # long enough for the driver's clock governor to settle again
 
 
 def prepared_call(
-    x: Any, w: Any, out: Any, policy: Policy | str = Policy.A16
+    x: Any, w: Any, out: Any, policy: Policy | str = Policy.A16, workspace: Any = None
 ) -> Callable[[], None]:
     """``linear(x, w, out)`` as every timed caller runs it: a workspace of the public
-    query's size (held by the returned call), one first call (compile, plan) that is
-    never timed, then a device synchronize. The returned call enqueues on the current
-    stream, so a timer that makes its stream current times it there."""
+    query's size (the caller's, else one held by the returned call), one first call
+    (compile, plan) that is never timed, then a device synchronize. The returned call
+    enqueues on the current stream, so a timer that makes its stream current times it
+    there."""
     import cupy as cp
 
-    need = linear_workspace_bytes(w, x.shape[0], policy)
-    ws = cp.empty(need, cp.uint8) if need else None
-    call = functools.partial(linear, x, w, out, policy=policy, workspace=ws)
+    if workspace is None:
+        need = linear_workspace_bytes(w, x.shape[0], policy)
+        workspace = cp.empty(need, cp.uint8) if need else None
+    call = functools.partial(linear, x, w, out, policy=policy, workspace=workspace)
     call()
     cp.cuda.Device().synchronize()
     return call
@@ -52,24 +67,6 @@ def ceilings(env: dict[str, Any]) -> Ceilings:
         read, source = float(pr["sustained_read_GBps"]), f"probe {pr['measured_at']}"
     dram = spec.dram_spec_gbps if spec else read
     return Ceilings(env["gpu_name"], dram, read, source, spec.bf16_dense_tflops if spec else None)
-
-
-class Progress:
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.total, self.done, self.enabled, self.t0 = total, 0, enabled and total > 1, time.time()
-
-    def step(self, label: str) -> None:
-        self.done += 1
-        if self.enabled:
-            width = 30
-            fill = width * self.done // self.total
-            sys.stderr.write(
-                f"\r[{'#' * fill}{'.' * (width - fill)}] {self.done}/{self.total} "
-                f"{time.time() - self.t0:6.1f}s {label[:40]:40s}"
-            )
-            if self.done == self.total:
-                sys.stderr.write("\n")
-            sys.stderr.flush()
 
 
 COLUMNS = [
@@ -100,185 +97,251 @@ def _fmt_row(row: dict[str, Any], extra: list[str]) -> str:
     return " ".join(cells)
 
 
+def _order(points: list[BenchPoint], seed: int | None) -> list[BenchPoint]:
+    if seed is None:
+        return [p for pts in group_points(points).values() for p in pts]
+    out = list(points)
+    random.Random(seed).shuffle(out)
+    return out
+
+
+class Round:
+    """One allocation of the run's memory and one pass over its points."""
+
+    def __init__(self, args: argparse.Namespace, ctx: dict[str, Any], index: int) -> None:
+        self.args, self.ctx, self.index = args, ctx, index
+        self.prev: str | None = None
+        self.position = 0
+
+    def measure(self, p: BenchPoint, mem: RunMemory, timer: ColdTimer) -> dict[str, Any]:
+        tel: Telemetry = self.ctx["telemetry"]
+        g = mem.groups[p.group]
+        ws = mem.workspace_for(g.weight, p.t, p.policy)
+        call = prepared_call(g.x[: p.t], g.weight, g.out[: p.t], p.policy, ws)
+        why: list[str] = []
+        remeasured = -1
+        for _ in range(1 + MAX_REMEASURE):
+            remeasured += 1
+            before = tel.read()
+            s = timer.time(call)
+            after = tel.read()
+            why = throttled(before, after)
+            if not why:
+                break
+            print(f"throttled ({', '.join(why)}): {record.key_str(_key(p))} again", flush=True)
+            time.sleep(RECOVERY_S)
+        host = timer.host_dispatch_us(call, n=min(self.args.repeat, 20))
+        rnd: dict[str, Any] = {
+            "round": self.index,
+            "samples_us": s.samples_us,
+            "position": self.position,
+            "after": self.prev,
+            "host_dispatch_us": host,
+            "telemetry": {"before": before, "after": after},
+            "throttled": bool(why),
+            "remeasured": remeasured,
+            "placement": mem.placement(p.group),
+        }
+        self.prev = record.key_str(_key(p))
+        self.position += 1
+        return {"samples": s, "round": rnd, "call": call}
+
+
+def _key(p: BenchPoint) -> record.PointKey:
+    return record.PointKey(p.qtype.value, p.policy.value, p.n, p.k, p.t)
+
+
+def _static(p: BenchPoint, s: Any, ceil: Ceilings) -> dict[str, Any]:
+    return {
+        "labels": list(p.labels),
+        "qtype": p.qtype.value,
+        "policy": p.policy.value,
+        "n": p.n,
+        "k": p.k,
+        "t": p.t,
+        "route": _route_name(p),
+        "execution": s.execution,
+        "bytes": byte_breakdown(p.qtype, p.n, p.k, p.t),
+        "metrics": point_metrics(p.qtype, p.n, p.k, p.t, s.median_us, ceil),
+        "peers": {},
+        **({"note": s.note} if s.note else {}),
+    }
+
+
 def run_points(args: argparse.Namespace, points: list[BenchPoint]) -> int:
     import cupy as cp
 
-    cp.cuda.Device(args.device).use()
+    dev = cp.cuda.Device(args.device)
+    dev.use()
     env = environment(args.device)
     ceil = ceilings(env)
-    timer = ColdTimer(args.warmup, args.repeat, args.flush_mib, args.execution)
+    tel = Telemetry(pci_bus_id=dev.pci_bus_id)
+    allocs = max(1, int(getattr(args, "allocs", 1)))
+    mode = getattr(args, "memory", "arena")
+    seed = getattr(args, "order_seed", None)
+    timing = {
+        "cache": "cold",
+        "flush_mib": args.flush_mib,
+        "warmup": args.warmup,
+        "repeat": args.repeat,
+        "execution": args.execution,
+        "timer": "cuda-events",
+        "rounds": 0,
+        "order_seed": seed,
+        "memory": mode,
+        "allocs": allocs,
+    }
+    ceil_doc = {
+        "dram_spec_gbps": ceil.dram_spec_gbps,
+        "sustained_read_gbps": ceil.sustained_read_gbps,
+        "read_source": ceil.read_source,
+        "bf16_dense_tflops": ceil.bf16_dense_tflops,
+    }
+    doc = record.new_doc(["ninfer-bench", *sys.argv[1:]], env, timing, ceil_doc, args.suite)
+    if args.profile:
+        mem = arena(points, args.flush_mib)
+        timer = ColdTimer(args.warmup, args.repeat, args.flush_mib, args.execution, mem.flush)
+        p = points[0]
+        g = mem.groups[p.group]
+        call = prepared_call(g.x[: p.t], g.weight, g.out[: p.t], p.policy,
+                             mem.workspace_for(g.weight, p.t, p.policy))  # fmt: skip
+        return profile_one(timer, call)
     sweep = bool(args.sweep)
     extra = (
         (["delta_pct"] if sweep else [])
         + [f"{p}_us" for p in args.peer]
         + [f"speedup_vs_{p}" for p in args.peer]
     )
-    if not args.profile:
-        print(f"gpu={env['gpu_name']}")
-        print(f"dram_spec={ceil.dram_spec_gbps:g} GB/s")
-        print(f"sustained_read={ceil.sustained_read_gbps:g} GB/s ({ceil.read_source})")
-        print(f"cache=cold flush_mib={args.flush_mib}")
-        print(f"execution={args.execution} warmup={args.warmup} repeat={args.repeat}")
-        print(" ".join(k for k, _ in COLUMNS) + ("  " + " ".join(extra) if extra else ""))
-    rows: list[dict[str, Any]] = []
-    records: list[dict[str, Any]] = []
-    failures: list[dict[str, Any]] = []
-    progress = Progress(len(points), not args.no_progress and not args.profile)
+    print(f"gpu={env['gpu_name']} machine={env['machine']}")
+    print(f"dram_spec={ceil.dram_spec_gbps:g} GB/s")
+    print(f"sustained_read={ceil.sustained_read_gbps:g} GB/s ({ceil.read_source})")
+    print(f"cache=cold flush_mib={args.flush_mib} memory={mode} order_seed={seed}")
+    print(f"execution={args.execution} warmup={args.warmup} repeat={args.repeat} allocs={allocs}")
+    if not tel.available:
+        print(f"telemetry: NVML unavailable ({tel.error}); rounds are not checked for throttling")
+    print(" ".join(k for k, _ in COLUMNS) + ("  " + " ".join(extra) if extra else ""))
+    ctx = {"telemetry": tel}
     t_start = time.time()
-    for group, pts in group_points(points).items():
-        qtype, policy, n, k = group
-        try:
-            w = random_device_weight(qtype, n, k, seed=hash((n, k)) & 0xFFFF)
-            tmax = max(p.t for p in pts)
-            xbuf = random_activations(tmax, k)
-            obuf = cp.empty((tmax, n), dtype=xbuf.dtype)
-        except Exception as e:
+    out_path: Path | None = args.json_out
+    prev_median: dict[tuple[Any, ...], float] = {}
+    for a in range(allocs):
+        rseed = None if seed is None else seed + a
+        doc["rounds"].append({
+            "index": a, "process": int(getattr(args, "process", 0)), "alloc": a,
+            "machine": env["machine"], "seed": rseed, "pid": os.getpid(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "side": getattr(args, "side", "") or "",
+            "commit": env["commit"], "memory": mode,
+        })  # fmt: skip
+        doc["timing"]["rounds"] = len(doc["rounds"])
+        rnd = Round(args, ctx, a)
+        t_round = time.time()
+        batches: Any
+        if mode == "arena":
+            mem = arena(points, args.flush_mib)
+            batches = [(mem, _order(points, rseed))]
+        else:  # one group at a time, in suite order (memory.py says why it is kept)
+            batches = pool_groups(points, args.flush_mib)
+        for mem, pts in batches:
+            timer = ColdTimer(args.warmup, args.repeat, args.flush_mib, args.execution, mem.flush)
             for p in pts:
-                failures.append({"point": _point_id(p), "error": f"{type(e).__name__}: {e}"})
-                progress.step(p.label)
-            continue
-        prev_median: float | None = None
-        for p in pts:
-            try:
-                call = prepared_call(xbuf[: p.t], w, obuf[: p.t], policy)
-                if args.profile:
-                    return profile_one(timer, call)
-                s = timer.time(call)
-                host = timer.host_dispatch_us(call, n=min(args.repeat, 20))
-            except Exception as e:
-                failures.append({"point": _point_id(p), "error": f"{type(e).__name__}: {e}"})
-                progress.step(p.label)
-                continue
-            bb = byte_breakdown(qtype, n, k, p.t)
-            m = point_metrics(qtype, n, k, p.t, s.median_us, ceil)
-            row: dict[str, Any] = {
-                "label": p.label,
-                "qtype": qtype.value,
-                "policy": policy.value,
-                "N": n,
-                "K": k,
-                "T": p.t,
-                "median_us": s.median_us,
-                "min_us": s.min_us,
-                "p95_us": s.p95_us,
-                **m,
-                "host_us": _median(host),
-            }
-            rec: dict[str, Any] = {
-                "labels": list(p.labels),
-                "qtype": qtype.value,
-                "policy": policy.value,
-                "n": n,
-                "k": k,
-                "t": p.t,
-                "route": _route_name(qtype, policy, n, k, p.t),
-                "samples_us": s.samples_us,
-                "median_us": s.median_us,
-                "min_us": s.min_us,
-                "p95_us": s.p95_us,
-                "host_dispatch_us": host,
-                "execution": s.execution,
-                "bytes": bb,
-                "metrics": m,
-                "peers": {},
-            }
-            if s.note:
-                rec["note"] = s.note
-            if sweep:
-                row["delta_pct"] = (s.median_us / prev_median - 1) * 100 if prev_median else None
-                prev_median = s.median_us
-            for peer in args.peer:
-                if not applies(peer, qtype.value):
-                    row[f"{peer}_us"] = row[f"speedup_vs_{peer}"] = None
-                    continue
                 try:
-                    ps = _time_peer(peer, timer, n, k, p.t)
-                except PeerUnavailable as e:  # e.g. tinygemm on a K it cannot tile
-                    row[f"{peer}_us"] = row[f"speedup_vs_{peer}"] = None
-                    rec["peers"][peer] = {"unavailable": str(e)}
+                    m = rnd.measure(p, mem, timer)
+                except Exception as e:
+                    doc["failures"].append(
+                        {"point": _point_id(p), "error": f"{type(e).__name__}: {e}", "round": a}
+                    )
                     continue
-                row[f"{peer}_us"] = ps.median_us
-                row[f"speedup_vs_{peer}"] = ps.median_us / s.median_us
-                rec["peers"][peer] = {
-                    "samples_us": ps.samples_us,
-                    "median_us": ps.median_us,
-                    "min_us": ps.min_us,
-                    "p95_us": ps.p95_us,
-                    "execution": ps.execution,
-                    "speedup": ps.median_us / s.median_us,
-                    **({"note": ps.note} if ps.note else {}),
-                }
-            rows.append(
-                {
-                    **row,
-                    **bb,
-                    "warmup": args.warmup,
-                    "repeat": args.repeat,
-                    "execution": s.execution,
-                    "gpu": env["gpu_name"],
-                    "cupy": env["cupy"],
-                    "commit": env["commit"],
-                    "kernel_fingerprint": env["kernel_fingerprint"],
-                }
-            )
-            records.append(rec)
-            progress.step(p.label)
-            print(_fmt_row(row, extra), flush=True)
+                s = m["samples"]
+                static = _static(p, s, ceil)
+                row = _row(p, s, static, m["round"]["host_dispatch_us"])
+                if sweep:
+                    prev = prev_median.get((a, p.group))
+                    row["delta_pct"] = (s.median_us / prev - 1) * 100 if prev else None
+                    prev_median[(a, p.group)] = s.median_us
+                for peer in args.peer:
+                    _peer(peer, p, timer, s, row, static)
+                record.add_round(doc, _key(p), static, m["round"], doc["ceilings"])
+                print(_fmt_row(row, extra), flush=True)
+                if out_path is not None:  # incremental: a crash keeps the finished points
+                    doc["wall_s"] = time.time() - t_start
+                    record.write_json(out_path, doc, check=False)
+        doc["rounds"][-1]["wall_s"] = time.time() - t_round
+        mem.free()
+        del batches, mem
     wall = time.time() - t_start
-    print(f"points={len(records)} failed={len(failures)} wall_s={wall:.1f}")
-    if failures:
+    doc["wall_s"] = wall
+    print(
+        f"points={len(doc['points'])} rounds={allocs} failed={len(doc['failures'])} wall_s={wall:.1f}"
+    )
+    if doc["failures"]:
         print("failures:")
-        for f in failures:
+        for f in doc["failures"]:
             print(f"  {f['point']}: {f['error']}")
-    doc = {
-        "schema": SCHEMA,
-        "schema_version": SCHEMA_VERSION,
-        "command": ["ninfer-bench", *sys.argv[1:]],
-        "environment": env,
-        "timing": {
-            "cache": "cold",
-            "flush_mib": args.flush_mib,
-            "warmup": args.warmup,
-            "repeat": args.repeat,
-            "execution": args.execution,
-            "timer": "cuda-events",
-        },
-        "ceilings": {
-            "dram_spec_gbps": ceil.dram_spec_gbps,
-            "sustained_read_gbps": ceil.sustained_read_gbps,
-            "read_source": ceil.read_source,
-            "bf16_dense_tflops": ceil.bf16_dense_tflops,
-        },
-        "suite": args.suite,
-        "wall_s": wall,
-        "points": records,
-        "failures": failures,
-    }
-    if args.json_out:
-        from .cli import write_json
-
-        write_json(args.json_out, doc)
+    if out_path is not None:
+        record.write_json(out_path, doc)
     if args.csv_out:
         from .cli import write_csv
 
-        write_csv(args.csv_out, rows)
-    return 1 if failures else 0
+        write_csv(args.csv_out, _csv_rows(doc))
+    return 1 if doc["failures"] else 0
 
 
-def _route_name(qtype: Any, policy: Any, n: int, k: int, t: int) -> str:
+def _row(p: BenchPoint, s: Any, static: dict[str, Any], host: list[float]) -> dict[str, Any]:
+    import numpy as np
+
+    return {
+        "label": p.label, "qtype": p.qtype.value, "policy": p.policy.value, "N": p.n, "K": p.k,
+        "T": p.t, "median_us": s.median_us, "min_us": s.min_us, "p95_us": s.p95_us,
+        **static["metrics"], "host_us": float(np.median(host)),
+    }  # fmt: skip
+
+
+def _peer(peer: str, p: BenchPoint, timer: ColdTimer, s: Any, row: dict[str, Any],
+          static: dict[str, Any]) -> None:  # fmt: skip
+    if not applies(peer, p.qtype.value):
+        row[f"{peer}_us"] = row[f"speedup_vs_{peer}"] = None
+        return
+    try:
+        make = {"cublas": cublas_call, "tinygemm": tinygemm_call}[peer]
+        ps = timer.time(make(p.n, p.k, p.t, timer.stream.ptr))
+    except PeerUnavailable as e:  # e.g. tinygemm on a K it cannot tile
+        row[f"{peer}_us"] = row[f"speedup_vs_{peer}"] = None
+        static["peers"][peer] = {"unavailable": str(e)}
+        return
+    row[f"{peer}_us"] = ps.median_us
+    row[f"speedup_vs_{peer}"] = ps.median_us / s.median_us
+    static["peers"][peer] = {
+        "samples_us": ps.samples_us, "median_us": ps.median_us, "min_us": ps.min_us,
+        "p95_us": ps.p95_us, "execution": ps.execution, "speedup": ps.median_us / s.median_us,
+        **({"note": ps.note} if ps.note else {}),
+    }  # fmt: skip
+
+
+def _csv_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    env = doc["environment"]
+    for p in doc["points"]:
+        rows.append({
+            "label": "+".join(p["labels"]), "qtype": p["qtype"], "policy": p["policy"],
+            "N": p["n"], "K": p["k"], "T": p["t"], "median_us": p["median_us"],
+            "min_us": p["min_us"], "p95_us": p["p95_us"], "rounds": len(p["rounds"]),
+            **p["metrics"], **p["bytes"], "route": p.get("route"),
+            **{f"{k}_us": v.get("median_us") for k, v in p.get("peers", {}).items()},
+            "warmup": doc["timing"]["warmup"], "repeat": doc["timing"]["repeat"],
+            "execution": p["execution"], "gpu": env["gpu_name"], "cupy": env["cupy"],
+            "commit": env["commit"], "kernel_fingerprint": env["kernel_fingerprint"],
+        })  # fmt: skip
+    return rows
+
+
+def _route_name(p: BenchPoint) -> str:
     """The route the selector took for this point (recorded: later tables may differ)."""
     import cupy as cp
 
     from ..routes import Problem, select
 
     cc = int(cp.cuda.Device().compute_capability)
-    return select(Problem(qtype, policy, n, k, t, cc)).name
-
-
-def _time_peer(peer: str, timer: ColdTimer, n: int, k: int, t: int) -> Any:
-    make = {"cublas": cublas_call, "tinygemm": tinygemm_call}[peer]
-    call = make(n, k, t, timer.stream.ptr)
-    return timer.time(call)
+    return select(Problem(p.qtype, p.policy, p.n, p.k, p.t, cc)).name
 
 
 def profile_one(timer: ColdTimer, call: Any) -> int:
@@ -298,12 +361,6 @@ def profile_one(timer: ColdTimer, call: Any) -> int:
     cp.cuda.profiler.stop()
     print("profile: one public linear() call between cudaProfilerStart/Stop")
     return 0
-
-
-def _median(v: list[float]) -> float:
-    import numpy as np
-
-    return float(np.median(v))
 
 
 def _point_id(p: BenchPoint) -> str:

@@ -59,7 +59,12 @@ class ColdTimer:
     """Times ``fn`` (which enqueues its work on ``self.stream``) under the contract."""
 
     def __init__(
-        self, warmup: int = 3, repeat: int = 20, flush_mib: int = 256, execution: str = "graph"
+        self,
+        warmup: int = 3,
+        repeat: int = 20,
+        flush_mib: int = 256,
+        execution: str = "graph",
+        flush_buf: Any = None,
     ) -> None:
         if execution not in ("graph", "direct"):
             raise ValueError(f"execution: expected 'graph' or 'direct', got {execution!r}")
@@ -76,7 +81,12 @@ class ColdTimer:
             execution,
         )
         self.stream = cp.cuda.Stream(non_blocking=True)
-        self.flush_buf = cp.empty(max(flush_mib, 1) * (1 << 20) // 4, cp.int32)
+        # The caller may place the flush buffer (the run's arena, bench/memory.py).
+        self.flush_buf = (
+            flush_buf
+            if flush_buf is not None
+            else cp.empty(max(flush_mib, 1) * (1 << 20) // 4, cp.int32)
+        )
         self._flush_val = 0
         self.start, self.end = cp.cuda.Event(), cp.cuda.Event()
         self._spin: Any = None

@@ -1,17 +1,28 @@
 """Compare a new run with a baseline: per-point verdicts, sweep seams, the gate.
 
-Exit status of the gate: 0 pass, 1 a point is slower, 2 usage or environment error
-(unreadable file, another GPU model, another timing contract, nothing in common).
+Two separate records are compared as separate runs (their run offsets do not cancel,
+stats.py); a point that is not "same" can then be *confirmed* by an interleaved A/B on
+the same runner (ab.py), whose verdict is the gate's for that point. Exit status of the
+gate: 0 pass, 1 a point is slower, 2 usage or environment error (unreadable file,
+another GPU model, another timing contract, nothing in common, no confirmation possible).
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .results import PointKey, Results, ResultsError, check_comparable, key_str
-from .stats import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Verdict, decide_all
+from ..record import (
+    PointKey,
+    Results,
+    ResultsError,
+    check_comparable,
+    key_str,
+    round_samples,
+)
+from .stats import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Noise, Verdict, decide_all
 
 EXIT_PASS, EXIT_REGRESSION, EXIT_ERROR = 0, 1, 2
 
@@ -22,7 +33,14 @@ class Row:
     labels: tuple[str, ...]
     base_median_us: float
     new_median_us: float
-    verdict: Verdict
+    verdict: Verdict  # the two records compared as separate runs
+    confirm: Verdict | None = None  # the same-runner A/B, where one was run
+    ab_medians_us: tuple[float, float] | None = None  # (A = baseline's commit, B = HEAD)
+
+    @property
+    def state(self) -> str:
+        """The gate's verdict: the A/B's where the point was confirmed."""
+        return (self.confirm or self.verdict).state
 
 
 @dataclass(frozen=True)
@@ -49,8 +67,12 @@ class Comparison:
     strict: bool = False  # unknown points fail the gate too
     allow_missing: bool = False  # baseline points not measured now do not fail the gate
 
+    confirmed: bool = False  # an A/B on this runner re-measured the points not "same"
+    same_runner: bool = False  # both records come from one interleaved A/B
+    confirm_error: str = ""  # why a needed confirmation could not run (the gate fails)
+
     def count(self, state: str) -> int:
-        return sum(r.verdict.state == state for r in self.rows)
+        return sum(r.state == state for r in self.rows)
 
     @property
     def failures(self) -> list[dict[str, str]]:
@@ -72,18 +94,26 @@ class Comparison:
             why.append(f"{len(self.only_base)} baseline point(s) not measured")
         if self.strict and self.count("unknown"):
             why.append(f"{self.count('unknown')} unknown (--strict)")
+        if self.confirm_error:
+            why.append(f"not confirmed: {self.confirm_error}")
         return why
 
     @property
     def undecided(self) -> bool:
         """Not one point could be decided: the comparison says nothing, it is no pass."""
-        return all(r.verdict.state == "unknown" for r in self.rows)
+        return all(r.state == "unknown" for r in self.rows)
 
     @property
     def exit_code(self) -> int:
+        if self.confirm_error and not self.count("slower"):
+            return EXIT_ERROR
         if self.failing():
             return EXIT_REGRESSION
         return EXIT_ERROR if self.undecided else EXIT_PASS
+
+    def to_confirm(self) -> list[PointKey]:
+        """Points the separate-run comparison did not find "same": the A/B's work."""
+        return [r.key for r in self.rows if r.verdict.state != "same"]
 
     @property
     def headline(self) -> str:
@@ -93,10 +123,16 @@ class Comparison:
         c = {s: self.count(s) for s in ("slower", "faster", "same", "unknown")}
         extra = f", {len(self.only_base)} not measured" if self.only_base else ""
         fail = f" -- failing: {'; '.join(self.failing())}" if self.failing() else ""
+        how = (
+            "same-runner A/B" if self.same_runner
+            else f"separate runs, {sum(r.confirm is not None for r in self.rows)} confirmed by "
+            "A/B on this runner" if self.confirmed else "separate runs"
+        )  # fmt: skip
         return (
             f"{self.headline}: {c['slower']} slower, {c['faster']} faster, {c['same']} same, "
             f"{c['unknown']} unknown of {len(self.rows)} points{extra} "
-            f"(threshold {self.threshold:.0%}, alpha {self.alpha:g}, Mann-Whitney U + BH){fail}"
+            f"(threshold {self.threshold:.0%}, alpha {self.alpha:g}, round medians + BH; "
+            f"{how}){fail}"
         )
 
 
@@ -116,7 +152,7 @@ def find_seams(
     for g, ts in groups.items():
         ts.sort()
         for lo, hi in itertools.pairwise(ts):
-            a, b = (g[0], g[1], g[2], g[3], lo), (g[0], g[1], g[2], g[3], hi)
+            a, b = PointKey(*g, lo), PointKey(*g, hi)
             ns = _median(new[b]) / _median(new[a]) - 1
             bs = _median(base[b]) / _median(base[a]) - 1
             # The step itself must pass the threshold, and grow by it relative to the
@@ -126,6 +162,13 @@ def find_seams(
     return out
 
 
+def stored_noise(p: dict[str, Any]) -> Noise | None:
+    n = p.get("noise")
+    if not n:
+        return None
+    return Noise(n.get("round_sd"), n.get("machine_sd"))
+
+
 def compare(
     base: Results,
     new: Results,
@@ -133,7 +176,10 @@ def compare(
     alpha: float = DEFAULT_ALPHA,
     strict: bool = False,
     allow_missing: bool = False,
+    same_runner: bool = False,
 ) -> Comparison:
+    """Verdicts of ``new`` against ``base``; ``same_runner``: the two records are the
+    sides of one interleaved A/B (ab.py), so no run offset separates them."""
     check_comparable(base, new)
     b, n = base.by_key(), new.by_key()
     common = [k for k in b if k in n]
@@ -142,8 +188,15 @@ def compare(
             f"no point in common between {base.path} ({len(b)} points) and {new.path} "
             f"({len(n)} points): nothing to compare"
         )
+    pairs: list[tuple[Sequence[Sequence[float]], Sequence[Sequence[float]]]] = [
+        (round_samples(b[k]), round_samples(n[k])) for k in common
+    ]
     verdicts = decide_all(
-        [(b[k]["samples_us"], n[k]["samples_us"]) for k in common], threshold, alpha
+        pairs,
+        threshold,
+        alpha,
+        same_runner=same_runner,
+        noise=[stored_noise(b[k]) for k in common],
     )
     rows = [
         Row(k, tuple(n[k]["labels"]), _median(b[k]), _median(n[k]), v)
@@ -160,7 +213,22 @@ def compare(
         seams=find_seams(b, n, threshold),
         strict=strict,
         allow_missing=allow_missing,
+        same_runner=same_runner,
     )
+
+
+def with_confirmation(c: Comparison, ab: Comparison) -> Comparison:
+    """``c`` with the A/B verdicts of the points ``ab`` re-measured."""
+    by = {r.key: r for r in ab.rows}
+    rows = [
+        Row(r.key, r.labels, r.base_median_us, r.new_median_us, r.verdict, by[r.key].verdict,
+            (by[r.key].base_median_us, by[r.key].new_median_us))
+        if r.key in by else r
+        for r in c.rows
+    ]  # fmt: skip
+    c.rows = rows
+    c.confirmed = True
+    return c
 
 
 def refresh_hint(c: Comparison) -> str:
@@ -176,15 +244,19 @@ def refresh_hint(c: Comparison) -> str:
 def text_table(c: Comparison, only_changed: bool = False) -> str:
     lines = [
         f"{'point':<34} {'base_us':>10} {'new_us':>10} {'change':>8} {'interval':>17} "
-        f"{'q':>8}  verdict"
+        f"{'thr':>6} {'q':>8}  verdict"
     ]
     for r in c.rows:
         v = r.verdict
-        if only_changed and v.state == "same":
+        if only_changed and r.state == "same" and v.state == "same":
             continue
         ci = f"[{v.ci[0]:.3f},{v.ci[1]:.3f}]" if v.ci[0] == v.ci[0] else "-"
+        state = v.state
+        if r.confirm is not None:
+            a = r.confirm
+            state = f"{v.state} -> A/B {a.change_pct:+.1f}% [{a.ci[0]:.3f},{a.ci[1]:.3f}] {a.state}"
         lines.append(
             f"{key_str(r.key):<34} {r.base_median_us:>10.3f} {r.new_median_us:>10.3f} "
-            f"{v.change_pct:>+7.1f}% {ci:>17} {v.q:>8.2g}  {v.state}"
+            f"{v.change_pct:>+7.1f}% {ci:>17} {v.threshold:>6.1%} {v.q:>8.2g}  {state}"
         )
     return "\n".join(lines)

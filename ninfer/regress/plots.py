@@ -7,8 +7,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..record import Results
 from .compare import Comparison
-from .results import Results
 
 _COLORS = {"slower": "tab:red", "faster": "tab:green", "same": "tab:gray", "unknown": "tab:orange"}
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..record import Results, key_str
 from .compare import Comparison, Row, refresh_hint
-from .results import Results, key_str
 
 _ICON = {"slower": "🔴 slower", "faster": "🟢 faster", "same": "same", "unknown": "⚪ unknown"}
 _ORDER = {"slower": 0, "unknown": 1, "faster": 2, "same": 3}

@@ -9,9 +9,9 @@ from typing import Any
 
 from ..formats.qtype import FORMATS, QType, weight_bytes
 from ..policy import Policy
+from ..record import Results, ResultsError
 from ..routes.problem import Problem
 from ..routes.table import fingerprint, select
-from .results import Results, ResultsError
 
 
 def _collect(

@@ -1,12 +1,26 @@
-"""Four-state verdicts per point (DESIGN §9), as asv and nvbench do.
+"""Four-state verdicts per point on round-level statistics (DESIGN §9, docs/regress.md).
 
-A change counts only when it is statistically significant — two-sided Mann–Whitney U
-per point, Benjamini–Hochberg over all points of the comparison — *and* its size, the
-Hodges–Lehmann estimate of the new/base time ratio, lies beyond the relative threshold.
-"same" needs positive evidence: the (1 − alpha) confidence interval of that ratio lies
-inside ±threshold. Anything else (too few samples, an interval too wide to decide) is
-"unknown", never a silent pass. Times are compared on a log scale because GPU noise is
-multiplicative (clock and memory-state jitter scale with the kernel).
+The unit is the round (a fresh process and allocation), not the sample: on the H200 the
+spread between processes is many times the spread of samples inside one, so samples
+of one round are not independent evidence. Each round contributes one number, the log
+of its median; a point's change is the difference of the mean round values, new − base.
+
+- **Same runner** (an interleaved A/B, `ab.py`): the rounds of both sides share the
+  machine, so the difference's variance is the between-round variance over both round
+  counts, estimated from the rounds themselves (pooled, Student t).
+- **Two separate runs** (a run against a committed baseline, or any two files): each
+  run also carries its own offset (the machine, its clocks, what the driver placed
+  where), which more rounds do not average away. Its sd is taken as the larger of the
+  between-round sd and the point's stored between-machine sd, and enters twice (one
+  offset per run). The threshold is widened for such a point to the change two
+  unchanged runs exceed once in a hundred (``WIDEN_Z``), and the report says by how much.
+
+A change counts only when it is significant after Benjamini–Hochberg over the points
+(q < alpha) **and** beyond the (point's) threshold; "same" needs the (1 − alpha)
+interval inside ±threshold; anything else is "unknown". Without rounds enough to
+estimate a variance (one round a side, no stored noise), only complete separation by
+more than the threshold decides: a point whose every sample is 3× slower is slower on
+five samples, and nothing else is decided.
 """
 
 from __future__ import annotations
@@ -18,28 +32,47 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
-# Below 6 a side the (1 - 0.01) Hodges–Lehmann interval degenerates to the whole range of
-# pairwise ratios (its rank c is 0 at 5 vs 5), so "same" could never be shown.
-MIN_SAMPLES = 6
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.01
+# Two unchanged runs of a point whose run offset has sd σ differ by more than
+# 2.576·√2·σ in 1 % of comparisons: the threshold never sits inside that band.
+WIDEN_Z = 2.576
+# Below this a between-round sd is event quantization, not a measured noise.
+SD_FLOOR = 0.001
+PRIOR_DF = 30  # degrees of freedom given to a stored noise when no round pair is present
 STATES = ("slower", "faster", "same", "unknown")
+
+
+@dataclass(frozen=True)
+class Noise:
+    """What is known of a point's noise beyond the two records: a baseline's stored
+    between-round sd and between-machine sd (log scale), each optional."""
+
+    round_sd: float | None = None
+    machine_sd: float | None = None
 
 
 @dataclass(frozen=True)
 class Verdict:
     state: str  # one of STATES
-    ratio: float  # Hodges–Lehmann estimate of new/base (nan when unknown for lack of samples)
+    ratio: float  # new/base: exp of the mean difference of log round medians
     ci: tuple[float, float]  # (1 - alpha) interval of the ratio
-    p: float  # raw two-sided Mann–Whitney p
+    p: float  # raw two-sided p (nan when decided by separation)
     q: float  # Benjamini–Hochberg adjusted p
-    n_base: int
+    n_base: int  # rounds
     n_new: int
+    threshold: float  # the threshold this point was judged on
+    base_threshold: float  # the requested one; threshold - base_threshold is the widening
+    round_sd: float  # the between-round sd used (nan when none)
     why: str
 
     @property
     def change_pct(self) -> float:
         return (self.ratio - 1.0) * 100.0
+
+    @property
+    def widened_pct(self) -> float:
+        return (self.threshold - self.base_threshold) * 100.0
 
 
 def benjamini_hochberg(p: Sequence[float]) -> np.ndarray:
@@ -58,94 +91,135 @@ def benjamini_hochberg(p: Sequence[float]) -> np.ndarray:
     return out
 
 
-def hodges_lehmann(
-    base: np.ndarray, new: np.ndarray, alpha: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Ratio estimates and distribution-free (1 - alpha) intervals from pairwise log ratios.
+def round_values(rounds: Sequence[Sequence[float]]) -> np.ndarray:
+    """log(median) of every round that has a finite positive sample."""
+    out = []
+    for r in rounds:
+        a = np.asarray(r, float)
+        a = a[np.isfinite(a) & (a > 0)]
+        if a.size:
+            out.append(math.log(float(np.median(a))))
+    return np.asarray(out)
 
-    ``base`` is (P, n), ``new`` is (P, m): P points with equal sample counts, done at once.
-    The interval's order-statistic rank comes from the normal approximation of U (Lehmann
-    1975); with >= 6 samples a side it is within one rank of the exact one.
-    """
-    n, m = base.shape[1], new.shape[1]
-    nm = n * m
-    d = np.sort((np.log(new)[:, :, None] - np.log(base)[:, None, :]).reshape(-1, nm), axis=1)
-    z = float(sps.norm.ppf(1 - alpha / 2))
-    c = math.floor(nm / 2 - z * math.sqrt(nm * (n + m + 1) / 12))
-    est = np.exp(np.median(d, axis=1))
-    if c < 0:
-        return est, np.zeros(len(d)), np.full(len(d), math.inf)
-    return est, np.exp(d[:, c]), np.exp(d[:, nm - 1 - c])
+
+@dataclass(frozen=True)
+class _Est:
+    d: float
+    se: float
+    df: float
+    s: float
+    thr: float
+
+
+def _estimate(
+    xb: np.ndarray, xn: np.ndarray, noise: Noise | None, same_runner: bool, threshold: float
+) -> _Est | None:
+    rb, rn = xb.size, xn.size
+    df = rb + rn - 2
+    if df >= 1:
+        ss = float(np.sum((xb - xb.mean()) ** 2) + np.sum((xn - xn.mean()) ** 2))
+        s, dof = math.sqrt(ss / df), float(df)
+    elif noise is not None and noise.round_sd is not None:
+        s, dof = float(noise.round_sd), float(PRIOR_DF)
+    else:
+        return None
+    if noise is not None and noise.round_sd is not None and df >= 1:
+        # A stored sd from a long baseline refresh is a floor: a few quiet rounds of a
+        # point known to swing must not make it look steady.
+        s = max(s, float(noise.round_sd))
+    s = max(s, SD_FLOOR)
+    var = s * s * (1.0 / rb + 1.0 / rn)
+    thr = threshold
+    if not same_runner:
+        run_sd = max(s, (noise.machine_sd or 0.0) if noise else 0.0)
+        var += 2.0 * run_sd * run_sd
+        thr = max(threshold, math.exp(WIDEN_Z * math.sqrt(2.0) * run_sd) - 1.0)
+    return _Est(float(xn.mean() - xb.mean()), math.sqrt(var), dof, s, thr)
+
+
+def _separation(b: np.ndarray, n: np.ndarray, threshold: float, nb: int, nn: int) -> Verdict:
+    b, n = b[np.isfinite(b) & (b > 0)], n[np.isfinite(n) & (n > 0)]
+    nan2 = (math.nan, math.nan)
+    if not b.size or not n.size:
+        return Verdict("unknown", math.nan, nan2, math.nan, math.nan, nb, nn, threshold,
+                       threshold, math.nan, "no finite time > 0 on a side")  # fmt: skip
+    ratio = float(np.median(n) / np.median(b))
+    lo, hi = float(n.min() / b.max()), float(n.max() / b.min())
+    ci = (lo, hi)
+    if lo > 1 + threshold:
+        return Verdict("slower", ratio, ci, math.nan, math.nan, nb, nn, threshold, threshold,
+                       math.nan, f"every new sample is over {1 + threshold:.2f}x every "
+                       f"baseline sample ({lo:.2f}x at least); too few rounds for a test")  # fmt: skip
+    if hi < 1 / (1 + threshold):
+        return Verdict("faster", ratio, ci, math.nan, math.nan, nb, nn, threshold, threshold,
+                       math.nan, f"every new sample is under 1/{1 + threshold:.2f} of every "
+                       "baseline sample; too few rounds for a test")  # fmt: skip
+    return Verdict("unknown", ratio, ci, math.nan, math.nan, nb, nn, threshold, threshold,
+                   math.nan, f"{nb} and {nn} round(s): too few to estimate the between-round "
+                   "noise, and the samples are not separated")  # fmt: skip
 
 
 def decide_all(
-    pairs: Sequence[tuple[Sequence[float], Sequence[float]]],
+    pairs: Sequence[tuple[Sequence[Sequence[float]], Sequence[Sequence[float]]]],
     threshold: float = DEFAULT_THRESHOLD,
     alpha: float = DEFAULT_ALPHA,
+    same_runner: bool = False,
+    noise: Sequence[Noise | None] | None = None,
 ) -> list[Verdict]:
-    """Verdicts for (base_samples, new_samples) pairs; BH runs over the decidable points."""
+    """Verdicts for (base_rounds, new_rounds) pairs, each a list of rounds of samples (µs).
+
+    BH runs over the points decided by a test; ``same_runner`` says the rounds of both
+    sides were interleaved on one machine (no run offsets); ``noise`` gives each point's
+    stored noise (a baseline's), or None.
+    """
     if not 0 < threshold < 1:
         raise ValueError(f"threshold: expected 0 < threshold < 1, got {threshold}")
     if not 0 < alpha < 0.5:
         raise ValueError(f"alpha: expected 0 < alpha < 0.5, got {alpha}")
-    arrays = [(np.asarray(b, float), np.asarray(n, float)) for b, n in pairs]
-    # Points with equal sample counts are tested as one batch: the calibration tests run
-    # 68 000 comparisons, and scipy's per-call overhead would dominate them.
-    groups: dict[tuple[int, int], list[int]] = {}
-    for i, (b, n) in enumerate(arrays):
-        if (
-            min(b.size, n.size) >= MIN_SAMPLES
-            and bool(np.all(np.isfinite(b)) and np.all(np.isfinite(n)))
-            and min(b.min(), n.min()) > 0
-        ):
-            groups.setdefault((b.size, n.size), []).append(i)
+    if noise is not None and len(noise) != len(pairs):
+        raise ValueError(f"noise: expected {len(pairs)} entries, got {len(noise)}")
+    ests: dict[int, _Est] = {}
     pvals: dict[int, float] = {}
-    est: dict[int, tuple[float, float, float]] = {}
-    for idx in groups.values():
-        bs = np.stack([arrays[i][0] for i in idx])
-        ns = np.stack([arrays[i][1] for i in idx])
-        pv = np.atleast_1d(sps.mannwhitneyu(ns, bs, alternative="two-sided", axis=1).pvalue)
-        rat, los, his = hodges_lehmann(bs, ns, alpha)
-        for j, i in enumerate(idx):
-            pvals[i] = float(pv[j])
-            est[i] = (float(rat[j]), float(los[j]), float(his[j]))
-    ok = sorted(pvals)
-    qvals = dict(zip(ok, benjamini_hochberg([pvals[i] for i in ok]), strict=True))
-    up, down = 1.0 + threshold, 1.0 / (1.0 + threshold)
-    out: list[Verdict] = []
-    for i, (b, n) in enumerate(arrays):
-        if i not in pvals:
-            out.append(
-                Verdict(
-                    "unknown",
-                    math.nan,
-                    (math.nan, math.nan),
-                    math.nan,
-                    math.nan,
-                    b.size,
-                    n.size,
-                    (
-                        f"too few samples ({b.size} base, {n.size} new; need {MIN_SAMPLES} a side)"
-                        if min(b.size, n.size) < MIN_SAMPLES
-                        else "a sample is not a finite time > 0"
-                    ),
-                )
-            )
+    out: list[Verdict | None] = []
+    for i, (b, n) in enumerate(pairs):
+        xb, xn = round_values(b), round_values(n)
+        e = None
+        if xb.size and xn.size:
+            e = _estimate(xb, xn, noise[i] if noise else None, same_runner, threshold)
+        if e is None:
+            flat_b = np.concatenate([np.asarray(r, float) for r in b]) if b else np.empty(0)
+            flat_n = np.concatenate([np.asarray(r, float) for r in n]) if n else np.empty(0)
+            out.append(_separation(flat_b, flat_n, threshold, len(b), len(n)))
             continue
-        ratio, lo, hi = est[i]
-        p, q = pvals[i], float(qvals[i])
+        ests[i] = e
+        pvals[i] = float(2.0 * sps.t.sf(abs(e.d) / e.se, e.df))
+        out.append(None)
+    order = sorted(pvals)
+    qvals = dict(zip(order, benjamini_hochberg([pvals[i] for i in order]), strict=True))
+    result: list[Verdict] = []
+    for i, v in enumerate(out):
+        if v is not None:
+            result.append(v)
+            continue
+        e, p, q = ests[i], pvals[i], float(qvals[i])
+        nb, nn = round_values(pairs[i][0]).size, round_values(pairs[i][1]).size
+        half = float(sps.t.ppf(1 - alpha / 2, e.df)) * e.se
+        ratio, lo, hi = math.exp(e.d), math.exp(e.d - half), math.exp(e.d + half)
+        up, down = 1.0 + e.thr, 1.0 / (1.0 + e.thr)
         sig = q < alpha
+        wide = f" (threshold widened to {e.thr:.1%} by its run noise)" if e.thr > threshold else ""
         if sig and ratio >= up:
-            state, why = "slower", f"q={q:.2g} < {alpha:g} and {ratio:.3f}x >= {up:.3f}x"
+            state, why = "slower", f"q={q:.2g} < {alpha:g} and {ratio:.3f}x >= {up:.3f}x{wide}"
         elif sig and ratio <= down:
-            state, why = "faster", f"q={q:.2g} < {alpha:g} and {ratio:.3f}x <= {down:.3f}x"
+            state, why = "faster", f"q={q:.2g} < {alpha:g} and {ratio:.3f}x <= {down:.3f}x{wide}"
         elif down < lo and hi < up:
-            state, why = "same", f"interval [{lo:.3f}, {hi:.3f}]x inside ±{threshold:.0%}"
+            state, why = "same", f"interval [{lo:.3f}, {hi:.3f}]x inside ±{e.thr:.1%}{wide}"
         else:
             state = "unknown"
             why = (
-                f"too noisy to decide: interval [{lo:.3f}, {hi:.3f}]x crosses ±{threshold:.0%}"
+                f"undecided: interval [{lo:.3f}, {hi:.3f}]x crosses ±{e.thr:.1%}"
                 + ("" if sig else f", q={q:.2g}")
+                + wide
             )
-        out.append(Verdict(state, ratio, (lo, hi), p, q, b.size, n.size, why))
-    return out
+        result.append(Verdict(state, ratio, (lo, hi), p, q, nb, nn, e.thr, threshold, e.s, why))
+    return result

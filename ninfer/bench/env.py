@@ -1,4 +1,4 @@
-"""The run record of DESIGN §9 (schema version 1): environment, contract, ceilings, points."""
+"""The environment a run records (DESIGN §9): GPU, versions, commit, kernel fingerprint."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-SCHEMA = "ninfer.results"
-SCHEMA_VERSION = 1
 CODE_PATHS = ("ninfer", "kernels", "suites", "pyproject.toml")
 
 
@@ -48,6 +46,7 @@ def environment(device_id: int) -> dict[str, Any]:
     from ..gpus import gpu_key
     from ..routes import fingerprint
     from ..runtime.cupy_env import device_name
+    from .telemetry import clocks_locked_declared, machine_id
 
     props = cp.cuda.runtime.getDeviceProperties(device_id)
     name = device_name(props)
@@ -81,4 +80,6 @@ def environment(device_id: int) -> dict[str, Any]:
         "dirty": bool(status) if status is not None else None,
         "kernel_fingerprint": fingerprint(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": machine_id(),
+        "clocks_locked": clocks_locked_declared(),
     }

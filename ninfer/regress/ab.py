@@ -1,0 +1,102 @@
+"""A/B on the same runner: another commit against this checkout, interleaved rounds.
+
+Seed 003's rule: only an A/B on one card compares; two separate recording runs do not.
+Side A is a temporary ``git worktree`` of the other commit (kernels compile at run time,
+so no build step is needed: its ``python -m ninfer.bench`` runs with the worktree first
+on ``PYTHONPATH``); side B is this checkout. Rounds alternate A B B A A B …, each a fresh
+process, and round i of both sides uses the same shuffled point order, so what drifts
+over the run (clocks, temperature) falls on both sides alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..record import Results, ResultsError
+from .runner import RoundPlan, Side, merge_rounds, run_round
+
+AB_ROUNDS = 6  # a side; docs/regress.md: the A/B power and the gate's time budget
+
+
+class AbError(ResultsError):
+    """The A/B cannot run (the commit is not in this clone, or predates round records)."""
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
+                          check=False, timeout=120)  # fmt: skip
+
+
+def resolve(repo: Path, ref: str) -> str:
+    r = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if r.returncode != 0 or not r.stdout.strip():
+        raise AbError(
+            f"commit {ref!r} is not in this clone ({repo}), so it cannot be measured beside "
+            "HEAD; fetch it (actions/checkout with fetch-depth: 0, or git fetch origin "
+            f"{ref}) and run again. Not a pass."
+        )
+    return r.stdout.strip()
+
+
+@contextlib.contextmanager
+def worktree(repo: Path, ref: str) -> Iterator[Path]:
+    """A detached, temporary worktree of ``ref``; removed afterwards whatever happens."""
+    sha = resolve(repo, ref)
+    path = Path(tempfile.mkdtemp(prefix=f"ninfer-ab-{sha[:10]}-"))
+    r = _git(repo, "worktree", "add", "--detach", "--force", str(path), sha)
+    if r.returncode != 0:
+        shutil.rmtree(path, ignore_errors=True)
+        raise AbError(f"git worktree add {sha[:12]} failed: {r.stderr.strip()}")
+    try:
+        cli = path / "ninfer" / "bench" / "cli.py"
+        if not cli.exists() or "--order-seed" not in cli.read_text():
+            raise AbError(
+                f"commit {sha[:12]} predates round records (schema v2): its benchmark cannot "
+                "run the A/B's rounds. Refresh the baseline at a newer commit."
+            )
+        yield path
+    finally:
+        _git(repo, "worktree", "remove", "--force", str(path))
+        shutil.rmtree(path, ignore_errors=True)
+        _git(repo, "worktree", "prune")
+
+
+def schedule(rounds: int) -> list[tuple[str, int]]:
+    """A B B A A B …: (side, round index) in the order they run."""
+    out: list[tuple[str, int]] = []
+    for i in range(rounds):
+        out += [("A", i), ("B", i)] if i % 2 == 0 else [("B", i), ("A", i)]
+    return out
+
+
+def run_ab(
+    run_dir: Path, plan: RoundPlan, rounds: int, repo: Path, ref: str, busy_check: Any = None
+) -> tuple[Results, Results, str]:
+    """Measure ``plan`` on ``ref`` (A) and this checkout (B). (A, B, A's commit)."""
+    ab_dir = run_dir / "ab"
+    ab_dir.mkdir(parents=True, exist_ok=True)
+    with worktree(repo, ref) as tree, (ab_dir / "run.log").open("a") as log:
+        sides = {"A": Side("A", tree), "B": Side("B", None)}
+        paths: dict[str, list[Path]] = {"A": [], "B": []}
+        for n, (name, i) in enumerate(schedule(rounds)):
+            if busy_check is not None:
+                busy_check(log)
+            print(f"A/B round {n + 1}/{2 * rounds}: {name}", flush=True)
+            rc, out = run_round(ab_dir, plan, i, sides[name], log)
+            if rc not in (0, 1):
+                raise AbError(f"A/B side {name} round {i} exited {rc}; see {ab_dir}/run.log")
+            paths[name].append(out)
+        sha = resolve(repo, ref)
+    res = {}
+    for name in ("A", "B"):
+        r = merge_rounds(paths[name], ab_dir / f"{name}.json", ["ninfer-regress", "ab", name])
+        if r is None:
+            raise AbError(f"A/B side {name} measured nothing; see {ab_dir}/run.log")
+        res[name] = r
+    return res["A"], res["B"], sha

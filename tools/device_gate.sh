@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The regression gate's noise and verdicts on a GPU box without network (issue 7): the
+# noise decomposition, a baseline refresh, A/A gate runs, the planted regression and an
+# asv A/A. Every step has its own time limit; logs and records go to $OUT/device.log
+# and $OUT/gate_artifacts.tar.gz ($OUT defaults to runs/device).
+#
+# Usage (repo root): BUNDLE=.whl/repo.bundle bash tools/device_gate.sh [steps]
+#   steps (in the order given; a step may repeat): smoke noise baseline gate planted
+#     ab asv tests
+#   smoke: one Q5 point, two allocations (the record, the arena, NVML);
+#   noise: ninfer-regress noise, arena and pool layouts (NOISE_P processes, 2 allocs);
+#   baseline: ninfer-regress baseline --suite all (BASE_SUITES to add the model suites);
+#   gate: python -m ninfer.regress bench (what nox -s bench runs), CI defaults;
+#   planted: the same with tests/fixtures/planted_w8_dec_q.patch applied (the A/B
+#     confirmation measures it against the baseline's commit);
+#   ab: --ab HEAD on the planted tree, all points (the long A/B that sizes each point's
+#     planted slowdown; AB_ROUNDS rounds a side);
+#   tests: the GPU tests of the pipeline (tests/gpu/test_bench_timer.py, test_gate.py).
+# BUNDLE: measure in a clone of the bundle's HEAD (real commit, clean tree, the history
+# the A/B's worktree needs). BASELINES=dir: use these baselines/h200 files instead of
+# the clone's (a baseline measured on another machine).
+set -uo pipefail
+OUT=${OUT:-runs/device}
+mkdir -p "$OUT"
+OUT=$(realpath "$OUT")
+if [ -n "${BUNDLE:-}" ] && [ -z "${NINFER_IN_CLONE:-}" ]; then
+  clone=/tmp/ninfer-gate
+  rm -rf "$clone" && git clone -q "$BUNDLE" "$clone" || exit 1
+  git -C "$clone" checkout -q --detach "$(git bundle list-heads "$BUNDLE" | awk '$2=="HEAD"{print $1}')" || exit 1
+  cp -r .whl "$clone/" 2>/dev/null
+  if [ -n "${BASELINES:-}" ]; then cp "$BASELINES"/*.json "$BASELINES"/*.md "$clone/baselines/h200/"; fi
+  cd "$clone" && NINFER_IN_CLONE=1 OUT="$OUT" exec bash tools/device_gate.sh "$@"
+fi
+export PYTHONUNBUFFERED=1
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl && export PYTHONPATH="/tmp/site"
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+PY=${PYTHON:-python3}
+git config user.email gate@ninfer.invalid && git config user.name gate
+STEPS=${*:-smoke noise baseline gate gate}
+log() { tee -a "$OUT/device.log"; }
+{
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
+  echo "commit=$(git rev-parse HEAD) machine=$(hostname):$(head -c 8 /proc/sys/kernel/random/boot_id) steps=$STEPS"
+} 2>&1 | log
+n=0
+for step in $STEPS; do
+  n=$((n + 1))
+  t0=$(date +%s)
+  echo "== $n $step" | log
+  case $step in
+    smoke)
+      timeout 240 $PY -m ninfer.bench --qtype q5 --n 6144 --k 5120 --t 16 --repeat 10 --allocs 2 \
+        --order-seed 1 --json-out "$OUT/smoke.json" 2>&1 | tail -6 | log ;;
+    noise)
+      timeout 420 $PY -m ninfer.regress noise --suite all --rounds "${NOISE_P:-3}" --allocs 2 \
+        --memory "${NOISE_MEMORY:-both}" --markdown "runs/noise_$n.md" > "runs/noise_$n.log" 2>&1
+      echo "rc=$?" | log; head -12 "runs/noise_$n.md" 2>/dev/null | log; tail -12 "runs/noise_$n.md" 2>/dev/null | log ;;
+    baseline)
+      for s in all ${BASE_SUITES:-}; do
+        timeout 300 $PY -m ninfer.regress baseline --suite "$s" --rounds "${BASE_ROUNDS:-10}" \
+          --reason "re-measured with round records (issue 7) at $(git rev-parse --short HEAD)" 2>&1 | tail -3 | log
+      done ;;
+    gate)
+      timeout 400 $PY -m ninfer.regress bench --no-plots > "runs/gate_$n.log" 2>&1
+      echo "rc=$?" | log; grep -E "^(PASS|FAIL|UNDECIDED)|confirming|not confirmed|->" "runs/gate_$n.log" | tail -20 | log ;;
+    planted)
+      git apply tests/fixtures/planted_w8_dec_q.patch || { echo "patch does not apply" | log; continue; }
+      timeout 480 $PY -m ninfer.regress bench --no-plots > "runs/planted_$n.log" 2>&1
+      echo "rc=$?" | log; grep -E "^(PASS|FAIL|UNDECIDED)|confirming|->" "runs/planted_$n.log" | tail -30 | log
+      git checkout -q -- kernels ninfer ;;
+    ab)
+      git apply tests/fixtures/planted_w8_dec_q.patch || { echo "patch does not apply" | log; continue; }
+      timeout 480 $PY -m ninfer.regress bench --no-plots --ab HEAD --ab-rounds "${AB_ROUNDS:-6}" \
+        > "runs/ab_$n.log" 2>&1
+      echo "rc=$?" | log; grep -E "^(PASS|FAIL|UNDECIDED)|slower|faster" "runs/ab_$n.log" | tail -30 | log
+      git checkout -q -- kernels ninfer ;;
+    tests)
+      timeout 300 $PY -m pytest tests/gpu/test_bench_timer.py tests/gpu/test_gate.py -q -p no:cacheprovider 2>&1 \
+        | tail -8 | log ;;
+    *) echo "unknown step $step" | log ;;
+  esac
+  echo "   ($(( $(date +%s) - t0 )) s)" | log
+done
+tar czf "$OUT/gate_artifacts.tar.gz" --exclude="*/rounds/*" runs baselines/h200 2>/dev/null
+ls -la "$OUT" | log
