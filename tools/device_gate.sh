@@ -40,6 +40,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
 git config user.email gate@ninfer.invalid && git config user.name gate
 STEPS=${*:-smoke noise baseline gate gate}
+mkdir -p runs
 log() { tee -a "$OUT/device.log"; }
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv

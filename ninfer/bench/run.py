@@ -33,8 +33,13 @@ from .points import BenchPoint, group_points
 from .telemetry import Telemetry, throttled
 from .timer import ColdTimer
 
-MAX_REMEASURE = 2
-RECOVERY_S = 1.0  # long enough for the driver's clock governor to settle again
+MAX_REMEASURE = 3
+RECOVERY_S = 0.5  # long enough for the driver's power governor to raise the clock again
+# After a point whose samples kept the card busy this long, pause before the next: on
+# the H200 the driver's power cap lowered the SM clock after the T=1024 points on the
+# big weights (1-4 ms a call) and the next point read +7 % on average (docs/regress.md).
+HEAVY_US = 20_000.0
+COOL_S = 0.3
 
 
 def prepared_call(
@@ -120,16 +125,19 @@ class Round:
         call = prepared_call(g.x[: p.t], g.weight, g.out[: p.t], p.policy, ws)
         why: list[str] = []
         remeasured = -1
+        probe = tel.sm_mhz if tel.available else None
         for _ in range(1 + MAX_REMEASURE):
             remeasured += 1
             before = tel.read()
-            s = timer.time(call)
+            s = timer.time(call, probe)
             after = tel.read()
-            why = throttled(before, after)
+            why = throttled(before, after, s.probes, self.ctx["max_sm_mhz"])
             if not why:
                 break
             print(f"throttled ({', '.join(why)}): {record.key_str(_key(p))} again", flush=True)
             time.sleep(RECOVERY_S)
+        if sum(s.samples_us) > HEAVY_US:
+            time.sleep(COOL_S)
         host = timer.host_dispatch_us(call, n=min(self.args.repeat, 20))
         rnd: dict[str, Any] = {
             "round": self.index,
@@ -137,7 +145,7 @@ class Round:
             "position": self.position,
             "after": self.prev,
             "host_dispatch_us": host,
-            "telemetry": {"before": before, "after": after},
+            "telemetry": {"before": before, "after": after, "sm_mhz_samples": s.probes},
             "throttled": bool(why),
             "remeasured": remeasured,
             "placement": mem.placement(p.group),
@@ -220,7 +228,9 @@ def run_points(args: argparse.Namespace, points: list[BenchPoint]) -> int:
     if not tel.available:
         print(f"telemetry: NVML unavailable ({tel.error}); rounds are not checked for throttling")
     print(" ".join(k for k, _ in COLUMNS) + ("  " + " ".join(extra) if extra else ""))
-    ctx = {"telemetry": tel}
+    ctx = {"telemetry": tel, "max_sm_mhz": tel.max_sm_mhz()}
+    env["max_sm_mhz"] = ctx["max_sm_mhz"]
+    env["power_limit_w"] = tel.power_limit_w()
     t_start = time.time()
     out_path: Path | None = args.json_out
     prev_median: dict[tuple[Any, ...], float] = {}

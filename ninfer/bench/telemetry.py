@@ -33,6 +33,12 @@ INFO_REASONS = {
     0x100: "display_clock_setting",
 }
 THROTTLE_MASK = sum(THROTTLE_REASONS)
+# A sample run below this fraction of the card's maximum SM clock is clock-limited.
+# Measured on the H200 (docs/regress.md, "Where the noise lives"): point-rounds whose SM
+# clock read >= 1900 of 1980 MHz sat within the noise (2.5 % of them > 3 % slow); at
+# 1800-1900 MHz 19 %, below 1600 MHz 63 % were > 3 % slow. nvbench's default is 0.75,
+# far below the dips that moved these points by 5-20 %.
+CLOCK_FLOOR = 0.95
 _NVML_PERF_POLICY_THERMAL = 1
 
 
@@ -114,6 +120,14 @@ class Telemetry:
     def max_sm_mhz(self) -> int | None:
         return self._q("nvmlDeviceGetMaxClockInfo", self.nvml.NVML_CLOCK_SM) if self.nvml else None
 
+    def sm_mhz(self) -> int | None:
+        """The SM clock now: read after every sample (ColdTimer.time's probe)."""
+        return self._q("nvmlDeviceGetClockInfo", self.nvml.NVML_CLOCK_SM) if self.nvml else None
+
+    def power_limit_w(self) -> float | None:
+        v = self._q("nvmlDeviceGetEnforcedPowerLimit")
+        return None if v is None else v / 1000.0
+
     def other_processes(self, own_pid: int | None = None) -> list[str]:
         procs = self._q("nvmlDeviceGetComputeRunningProcesses") or []
         out = []
@@ -129,9 +143,21 @@ class Telemetry:
         return None if u is None else int(u.gpu)
 
 
-def throttled(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    """Why a point's round counts as throttled (empty: it does not)."""
+def throttled(
+    before: dict[str, Any],
+    after: dict[str, Any],
+    clocks: list[Any] | None = None,
+    max_mhz: int | None = None,
+) -> list[str]:
+    """Why a point's round counts as throttled (empty: it does not): the driver's slowdown
+    reasons, thermal violation time, or an SM clock during the samples (median of the
+    reads after each sample) under CLOCK_FLOOR of the maximum."""
     why = [n for b, n in THROTTLE_REASONS.items() if (after.get("reasons") or 0) & b]
+    reads = [c for c in (clocks or []) if c]
+    if reads and max_mhz:
+        med = sorted(reads)[len(reads) // 2]
+        if med < CLOCK_FLOOR * max_mhz:
+            why.append(f"SM clock {med} MHz < {CLOCK_FLOOR:.0%} of {max_mhz} MHz")
     t0, t1 = before.get("thermal_violation_ns"), after.get("thermal_violation_ns")
     if t0 is not None and t1 is not None and t1 > t0:
         why.append(f"thermal violation {(t1 - t0) / 1e6:.1f} ms")

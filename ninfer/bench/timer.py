@@ -37,6 +37,7 @@ class Samples:
     host_us: list[float] = field(default_factory=list)
     execution: str = "graph"
     note: str = ""
+    probes: list[Any] = field(default_factory=list)
 
     @property
     def median_us(self) -> float:
@@ -166,7 +167,13 @@ class ColdTimer:
         self.end.synchronize()
         return float(self.cp.cuda.get_elapsed_time(self.start, self.end)) * 1000.0
 
-    def time(self, fn: Callable[[], Any]) -> Samples:
+    def time(self, fn: Callable[[], Any], probe: Callable[[], Any] | None = None) -> Samples:
+        """``repeat`` samples of ``fn``; ``probe`` (e.g. the SM clock through NVML) is
+        read right after each sample, while the card still runs at that sample's state."""
         launch, mode, note = self.capture(fn)
-        samples = [self.sample_us(launch, mode) for _ in range(self.repeat)]
-        return Samples(samples, execution=mode, note=note)
+        samples, probes = [], []
+        for _ in range(self.repeat):
+            samples.append(self.sample_us(launch, mode))
+            if probe is not None:
+                probes.append(probe())
+        return Samples(samples, execution=mode, note=note, probes=probes)

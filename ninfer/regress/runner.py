@@ -117,6 +117,7 @@ _CONSOLE = ("points=", "throttled", "telemetry:", "failures", "  ", "Traceback",
 
 def run_round(run_dir: Path, plan: RoundPlan, index: int, side: Side, log: Any) -> tuple[int, Path]:
     """One round in a fresh process; its output goes to the console and ``log``."""
+    run_dir = run_dir.resolve()  # the A side runs in its worktree: no relative paths
     rounds = run_dir / "rounds"
     rounds.mkdir(exist_ok=True)
     out = rounds / f"{side.name or 'r'}{index:02d}.json"

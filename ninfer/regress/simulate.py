@@ -87,7 +87,11 @@ def run(
                 level += np.log1p(m.bimodal_step)
             if rng.random() < m.slow_round_p:
                 level += np.log(rng.uniform(1.02, m.slow_round_max))
-            s = suite.medians_us[i] * step[i] * np.exp(level + rng.normal(0.0, pn.sample_sd, repeat))
+            s = (
+                suite.medians_us[i]
+                * step[i]
+                * np.exp(level + rng.normal(0.0, pn.sample_sd, repeat))
+            )
             rs.append(np.maximum(np.round(s / m.quantum_us), 1) * m.quantum_us)
         out.append(rs)
     return out
@@ -97,7 +101,9 @@ def run_offsets(rng: np.random.Generator, suite: Suite) -> np.ndarray:
     return np.asarray([rng.normal(0.0, p.run_sd) for p in suite.points])
 
 
-def as_record(template: dict[str, Any], rounds: list[list[np.ndarray]], noise: bool = False) -> dict[str, Any]:
+def as_record(
+    template: dict[str, Any], rounds: list[list[np.ndarray]], noise: bool = False
+) -> dict[str, Any]:
     """A v2 record shaped like ``template`` (a loaded record) holding these rounds."""
     doc = copy.deepcopy(template)
     r = max(len(x) for x in rounds)
