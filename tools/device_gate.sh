@@ -60,7 +60,7 @@ for step in $STEPS; do
         --memory "${NOISE_MEMORY:-both}" --markdown "runs/noise_$n.md" > "runs/noise_$n.log" 2>&1
       echo "rc=$?" | log; head -12 "runs/noise_$n.md" 2>/dev/null | log; tail -12 "runs/noise_$n.md" 2>/dev/null | log ;;
     baseline)
-      for s in all ${BASE_SUITES:-}; do
+      for s in ${BASE_SUITES:-all}; do
         timeout 300 $PY -m ninfer.regress baseline --suite "$s" --rounds "${BASE_ROUNDS:-10}" \
           --reason "re-measured with round records (issue 7) at $(git rev-parse --short HEAD)" 2>&1 | tail -3 | log
       done ;;
@@ -84,6 +84,7 @@ for step in $STEPS; do
     *) echo "unknown step $step" | log ;;
   esac
   echo "   ($(( $(date +%s) - t0 )) s)" | log
+  # After every step: a call cut short still brings back what finished.
+  tar czf "$OUT/gate_artifacts.tar.gz" --exclude="*/rounds/*" runs baselines/h200 2>/dev/null
 done
-tar czf "$OUT/gate_artifacts.tar.gz" --exclude="*/rounds/*" runs baselines/h200 2>/dev/null
 ls -la "$OUT" | log

@@ -331,7 +331,9 @@ def round_noise(p: dict[str, Any]) -> dict[str, Any]:
     from ..record import kept_rounds
 
     v = np.log([float(np.median(r["samples_us"])) for r in kept_rounds(p)])
-    return {"round_sd": float(np.std(v, ddof=1)) if v.size >= 2 else 0.0, "rounds": int(v.size)}
+    # Robust like the verdicts (stats.py): one slow round must not set a point's noise.
+    sd = float(1.4826 * np.median(np.abs(v - np.median(v)))) if v.size >= 2 else 0.0
+    return {"round_sd": sd, "rounds": int(v.size)}
 
 
 def cmd_baseline(a: argparse.Namespace) -> int:
