@@ -21,7 +21,7 @@ from typing import Any
 from ..record import Results, ResultsError
 from .runner import RoundPlan, Side, merge_rounds, run_round
 
-AB_ROUNDS = 6  # a side; docs/regress.md: the A/B power and the gate's time budget
+AB_ROUNDS = 8  # a side; docs/regress.md: the A/B power (simulated and planted) and the time budget
 
 
 class AbError(ResultsError):
@@ -76,13 +76,20 @@ def schedule(rounds: int) -> list[tuple[str, int]]:
 
 
 def run_ab(
-    run_dir: Path, plan: RoundPlan, rounds: int, repo: Path, ref: str, busy_check: Any = None
+    run_dir: Path,
+    plan: RoundPlan,
+    rounds: int,
+    repo: Path,
+    ref: str,
+    busy_check: Any = None,
+    b_tree: Path | None = None,
 ) -> tuple[Results, Results, str]:
-    """Measure ``plan`` on ``ref`` (A) and this checkout (B). (A, B, A's commit)."""
+    """Measure ``plan`` on ``ref`` (A) and this checkout (B; ``b_tree`` another tree,
+    e.g. the planted regression's). (A, B, A's commit)."""
     ab_dir = run_dir / "ab"
     ab_dir.mkdir(parents=True, exist_ok=True)
     with worktree(repo, ref) as tree, (ab_dir / "run.log").open("a") as log:
-        sides = {"A": Side("A", tree), "B": Side("B", None)}
+        sides = {"A": Side("A", tree), "B": Side("B", b_tree)}
         paths: dict[str, list[Path]] = {"A": [], "B": []}
         for n, (name, i) in enumerate(schedule(rounds)):
             if busy_check is not None:

@@ -28,7 +28,7 @@ def test_installed_wheel_carries_kernels() -> None:
 
 
 def test_results_schema_ships_with_the_package() -> None:
-    from ninfer.regress.results import SCHEMA_FILE, json_schema
+    from ninfer.record import SCHEMA_FILE, json_schema
 
-    assert SCHEMA_FILE.parent == Path(ninfer.__file__).parent / "regress"
-    assert json_schema()["properties"]["schema_version"] == {"const": 1}
+    assert SCHEMA_FILE.parent == Path(ninfer.__file__).parent
+    assert json_schema()["properties"]["schema_version"] == {"const": 2}

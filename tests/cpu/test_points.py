@@ -87,13 +87,13 @@ def test_all_merges_shared_vision_points() -> None:
     pts = load_suite("all")
     by_key = {p.key: p for p in pts}
     for t in VISION_STEP4:
-        p = by_key[(QType.Q4, Policy.A16, 3456, 1152, t)]
+        p = by_key[("q4", "a16", 3456, 1152, t)]
         assert p.labels == ("27b.vision_qkv", "35b.vision_qkv")
         assert p.label == "27b.vision_qkv+35b.vision_qkv"
     shared = [p for p in pts if len(p.labels) == 2]
     assert len(shared) == 6 * 3  # six shared vision geometries at T 4, 128, 1024
     # The merger outputs differ (5120 vs 2048 hidden) and stay single-labelled.
-    assert by_key[(QType.W8, Policy.A16, 2048, 4608, 4)].labels == ("35b.vision_merger_fc2",)
+    assert by_key[("w8", "a16", 2048, 4608, 4)].labels == ("35b.vision_merger_fc2",)
     # First appearance order: the 27B suite first, then the new 35B points.
     assert [p.key for p in pts[:49]] == [p.key for p in load_suite("qwen3_6_27b")]
     assert pts[49].labels == ("35b.output_head",)
@@ -117,7 +117,7 @@ def test_group_points_orders_and_groups() -> None:
 
 def test_point_properties() -> None:
     p = BenchPoint(QType.W8, Policy.A16, 5120, 4608, 4)
-    assert p.key == (QType.W8, Policy.A16, 5120, 4608, 4)
+    assert p.key == ("w8", "a16", 5120, 4608, 4)
     assert p.group == (QType.W8, Policy.A16, 5120, 4608)
     assert p.label == "-"
     with pytest.raises(ValueError, match="expected an int >= 1, got 0"):

@@ -1,0 +1,62 @@
+"""The same-runner A/B without a GPU: its schedule, its worktree, its refusals, the fixture."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ninfer.regress.ab import AbError, resolve, schedule, worktree
+
+ROOT = Path(__file__).resolve().parents[2]
+PLANTED = ROOT / "tests/fixtures/planted_w8_dec_q.patch"
+pytestmark = pytest.mark.skipif(
+    shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs a git checkout"
+)
+
+
+def _git(*args: str, cwd: Path = ROOT) -> str:
+    return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
+                          check=True).stdout.strip()  # fmt: skip
+
+
+def test_rounds_alternate_abba() -> None:
+    s = schedule(4)
+    assert s == [("A", 0), ("B", 0), ("B", 1), ("A", 1), ("A", 2), ("B", 2), ("B", 3), ("A", 3)]
+    assert sum(side == "A" for side, _ in s) == 4
+
+
+def test_a_commit_missing_from_the_clone_is_no_pass() -> None:
+    with pytest.raises(AbError, match=r"not in this clone.*Not a pass"):
+        resolve(ROOT, "0123456789abcdef0123456789abcdef01234567")
+
+
+def test_a_commit_before_round_records_is_refused() -> None:
+    try:
+        old = _git("rev-list", "-n1", "3d33a2c")  # the last commit before schema v2
+    except subprocess.CalledProcessError:
+        pytest.skip("history not in this clone")
+    before = _git("worktree", "list")
+    with pytest.raises(AbError, match="predates round records"), worktree(ROOT, old):
+        pass
+    assert _git("worktree", "list") == before  # the temporary worktree is gone again
+
+
+def test_worktree_of_head_runs_and_is_removed() -> None:
+    head = _git("rev-parse", "HEAD")
+    with worktree(ROOT, "HEAD") as tree:
+        assert _git("rev-parse", "HEAD", cwd=tree) == head
+        assert (tree / "kernels" / "dec_q.cu").exists()
+    assert not tree.exists()
+
+
+def test_the_planted_regression_applies_in_a_worktree_and_touches_one_route() -> None:
+    with worktree(ROOT, "HEAD") as tree:
+        subprocess.run(["git", "-C", str(tree), "apply", str(PLANTED)], check=True)
+        changed = _git("diff", "--name-only", cwd=tree).split()
+        assert changed == ["kernels/dec_q.cu"]
+        diff = _git("diff", cwd=tree)
+        # Only the W8 instances change: every added line is guarded by the format.
+        assert "QT == QT_W8" in diff and "QT != QT_W8" in diff

@@ -1,0 +1,59 @@
+"""The gate's false-positive rate and power on simulated H200 noise (no GPU).
+
+The noise model (ninfer/regress/simulate.py) is fitted to the measured decomposition:
+between-round noise many times the within-round noise once rounds are fresh processes,
+5 % of rounds slow by 3-25 %, run offsets between machines; per-point sds drawn with the
+measured spread. The gate is simulated at its defaults: a 10-round baseline on one
+machine, a 5-round run on another, and the 8-rounds-a-side A/B on the same runner for
+every point the separate-run comparison did not find "same".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ninfer import record
+from ninfer.regress import simulate as sim
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = record.load_results(ROOT / "baselines/h200/all.json").doc
+MEDIANS = np.array([p["median_us"] for p in TEMPLATE["points"]])
+MODEL = sim.HierarchicalNoise()
+
+
+def test_the_model_is_hierarchical() -> None:
+    """Between rounds is much larger than within a round, as measured (docs/regress.md)."""
+    rng = np.random.default_rng(0)
+    suite = sim.Suite.draw(rng, MEDIANS, MODEL)
+    rounds = sim.run(rng, suite, MODEL, 10, 20)
+    within = np.median([np.std(np.log(r)) / np.sqrt(20) for rs in rounds for r in rs])
+    between = np.median([np.std(np.log([np.median(r) for r in rs])) for rs in rounds])
+    assert between > 3 * within
+
+
+@pytest.mark.slow
+def test_aa_false_positive_rate_per_suite() -> None:
+    rng = np.random.default_rng(2026)
+    trials = 200
+    red = sum("slower" in sim.gate(rng, TEMPLATE, sim.Suite.draw(rng, MEDIANS, MODEL), MODEL)
+              for _ in range(trials))  # fmt: skip
+    assert red / trials <= 0.01, f"{red} of {trials} unchanged suites went red"
+
+
+@pytest.mark.slow
+def test_power_for_a_ten_percent_step() -> None:
+    rng = np.random.default_rng(7)
+    caught = total = elsewhere = 0
+    for _ in range(60):
+        step = np.ones(len(MEDIANS))
+        sel = rng.choice(len(MEDIANS), 10, replace=False)
+        step[sel] = 1.10
+        states = sim.gate(rng, TEMPLATE, sim.Suite.draw(rng, MEDIANS, MODEL), MODEL, step)
+        caught += sum(states[i] == "slower" for i in sel)
+        total += len(sel)
+        elsewhere += sum(s == "slower" for i, s in enumerate(states) if i not in set(sel))
+    assert caught / total >= 0.95, f"caught {caught} of {total}"
+    assert elsewhere <= 1
