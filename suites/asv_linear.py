@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -30,6 +31,7 @@ WARMUP = 3
 REPEAT = 20
 FLUSH_MIB = 256
 EXECUTION = "graph"
+ROUNDS = 5  # ninfer-regress bench's rounds (ninfer/regress/runner.py DEFAULT_ROUNDS)
 
 _HERE = Path(__file__).resolve().parent
 
@@ -90,9 +92,40 @@ class _ColdCall:
             # stderr (shown by `asv run/continuous --show-stderr`).
             print(f"asv_linear: {point_id(p)}: {self.note}", file=sys.stderr)
 
+        self._clock = _clock_probe()
+
     def measure(self) -> float:
-        """Seconds between the events around one cold call (one sample)."""
-        return _sample_us(self.timer, self.launch, self.execution) / 1e6
+        """Seconds between the events around one cold call (one sample).
+
+        A sample the card ran below ninfer's clock floor (a power-state dip, the H200's
+        largest noise; docs/regress.md) is taken again after a pause, as ninfer-bench
+        re-measures such a round; the last try is kept either way.
+        """
+        for _ in range(1 + _REMEASURE):
+            us = _sample_us(self.timer, self.launch, self.execution)
+            if self._clock is None or self._clock():
+                break
+            time.sleep(0.5)
+        return us / 1e6
+
+
+_REMEASURE = 3
+
+
+def _clock_probe() -> Callable[[], bool] | None:
+    """True while the SM clock reads at or above the floor; None without NVML or
+    without ninfer.bench.telemetry (an older measured commit)."""
+    try:
+        import cupy as cp
+
+        from ninfer.bench.telemetry import CLOCK_FLOOR, Telemetry
+    except ImportError:
+        return None
+    tel = Telemetry(pci_bus_id=cp.cuda.Device().pci_bus_id)
+    top = tel.max_sm_mhz() if tel.available else None
+    if not top:
+        return None
+    return lambda: (tel.sm_mhz() or top) >= CLOCK_FLOOR * top
 
 
 # asv imports THIS file (the checkout's) but runs it against each measured commit's
@@ -144,11 +177,12 @@ class _LinearSuite:
     # asv timing attributes. number=1: a sample is one call, never an average of calls
     # (and asv's calibration of `number` is skipped). repeat: ninfer-bench's sample
     # count. warmup_time=0: asv's warm-up is wall-clock driven; the contract's warm-up
-    # (WARMUP calls) is done in setup instead. rounds=1: one process per point and
-    # commit, as ninfer-bench; `-a rounds=2` adds a second process when time allows.
+    # (WARMUP calls) is done in setup instead. rounds=ROUNDS: asv runs each round in a
+    # fresh process, benchmarks interleaved, which is the level the H200's noise lives
+    # at (docs/regress.md): the same replication as ninfer-regress bench.
     number = 1
     repeat = REPEAT
-    rounds = 1
+    rounds = ROUNDS
     warmup_time = 0.0
     timeout = 300.0  # seconds; the first process of a run compiles the kernels
     version = VERSION

@@ -71,6 +71,11 @@ def test_contract_is_ninfer_bench_defaults(asv_linear: ModuleType) -> None:
     got = (asv_linear.WARMUP, asv_linear.REPEAT, asv_linear.FLUSH_MIB, asv_linear.EXECUTION)
     want = tuple(ap.get_default(k) for k in ("warmup", "repeat", "flush_mib", "execution"))
     assert got == want
+    # Rounds as ninfer-regress bench replicates them: a fresh process each.
+    from ninfer.regress.runner import DEFAULT_ROUNDS
+
+    assert asv_linear.ROUNDS == DEFAULT_ROUNDS
+    assert all(c.rounds == DEFAULT_ROUNDS for c in asv_linear.SUITE_CLASSES.values())
 
 
 def test_only_the_suite_classes_are_benchmarks(asv_linear: ModuleType) -> None:
