@@ -100,7 +100,7 @@ def compare(session: nox.Session) -> None:
 
 @nox.session
 def baseline(session: nox.Session) -> None:
-    """Re-measure (repeat >= 50) and write baselines/<gpu>/: -- --reason '...' [--suite S]."""
+    """Re-measure (10 rounds) and write baselines/<gpu>/: -- --reason '...' [--suite S]."""
     if not any(a == "--reason" or a.startswith("--reason=") for a in session.posargs):
         session.error("a baseline needs a reason: nox -s baseline -- --reason 'why it changed'")
     _regress(session, "baseline")

@@ -44,6 +44,7 @@ class Levels:
     rounds: int
     processes: int
     machines: int
+    slow: float  # share of rounds > 3 % above the point's median round
 
     @property
     def between_rounds(self) -> float:
@@ -126,13 +127,19 @@ def decompose(results: Sequence[Results]) -> list[Levels]:
                 tot,
                 (process if math.isfinite(process) else 0.0) / math.sqrt(pp if pp == pp else 1.0),
             )
+        vs = np.asarray([r["v"] for r in rs])
+        slow = float(np.mean(vs - np.median(vs) > 0.03))
         out.append(Levels(key, float(np.median([r["median_us"] for r in rs])), within, alloc,
-                          process, machine, len(rs), len(by_proc), len(pmeans)))  # fmt: skip
+                          process, machine, len(rs), len(by_proc), len(pmeans), slow))  # fmt: skip
     return out
+
+
+HEAVY_BEFORE_US = 1000.0  # a predecessor this long a call kept the card at full power
 
 
 def causes(results: Sequence[Results]) -> dict[str, Any]:
     """Suite-wide effects on a round's residual (its log median less the point's mean)."""
+    medians = {key_str(point_key(p)): float(p["median_us"]) for r in results for p in r.points}
     rows = []
     for rs in rounds_of(results).values():
         mean = float(np.mean([r["v"] for r in rs]))
@@ -156,6 +163,13 @@ def causes(results: Sequence[Results]) -> dict[str, Any]:
     out["position"] = corr([r["position"] for r in rows], res)
     out["sm_clock"] = corr([r["sm_mhz"] for r in rows], res)
     out["temperature"] = corr([r["temp_c"] for r in rows], res)
+    heavy = [r["res"] for r in rows if medians.get(r["after"] or "", 0.0) >= HEAVY_BEFORE_US]
+    light = [r["res"] for r in rows if 0 < medians.get(r["after"] or "", 0.0) < HEAVY_BEFORE_US]
+    out["after_heavy"] = (
+        (float(np.mean(heavy)) * 100, float(np.mean(np.asarray(heavy) > 0.03)) * 100, len(heavy),
+         float(np.mean(light)) * 100, float(np.mean(np.asarray(light) > 0.03)) * 100, len(light))
+        if heavy and light else None
+    )  # fmt: skip
     first = [r["res"] for r in rows if r["first"]]
     later = [r["res"] for r in rows if not r["first"]]
     out["first_process"] = (
@@ -176,8 +190,8 @@ def markdown(results: Sequence[Results], extra: dict[str, Sequence[Results]] | N
     )
     alt = {k: {v.key: v for v in decompose(r)} for k, r in (extra or {}).items()}
     machines = sorted({str(m.get("machine")) for r in results for m in r.rounds})
-    head = "| point | median µs | within % | alloc % | process % | machine % | rounds |"
-    sep = "|---|---:|---:|---:|---:|---:|---:|"
+    head = "| point | median µs | within % | alloc % | process % | machine % | slow rounds % | rounds |"
+    sep = "|---|---:|---:|---:|---:|---:|---:|---:|"
     for name in alt:
         head += f" {name}: process % |"
         sep += "---:|"
@@ -188,7 +202,7 @@ def markdown(results: Sequence[Results], extra: dict[str, Sequence[Results]] | N
     ]  # fmt: skip
     for v in lv:
         row = (f"| {key_str(v.key)} | {v.median_us:.2f} | {_pct(v.within)} | {_pct(v.alloc)} | "
-               f"{_pct(v.process)} | {_pct(v.machine)} | {v.rounds} |")  # fmt: skip
+               f"{_pct(v.process)} | {_pct(v.machine)} | {v.slow * 100:.0f} | {v.rounds} |")  # fmt: skip
         for name in alt:
             o = alt[name].get(v.key)
             row += f" {_pct(o.process) if o else '–'} |"
@@ -202,11 +216,25 @@ def markdown(results: Sequence[Results], extra: dict[str, Sequence[Results]] | N
         "Median over points: " + ", ".join(f"{k} {_pct(x)} %" for k, x in med.items()),
         "",
     ]
+    thr = sum(bool(r.get("throttled")) for res in results for p in res.points for r in p["rounds"])
+    again = sum(
+        int(r.get("remeasured", 0)) for res in results for p in res.points for r in p["rounds"]
+    )
+    lines.append(f"Point-rounds re-measured for a clock under the floor: {again}; still "
+                 f"throttled and left out: {thr}.")  # fmt: skip
+    lines.append("")
     c = causes(results)
     lines.append("Causes (Spearman ρ of a round's residual against it, p, rounds):")
     for name in ("position", "sm_clock", "temperature"):
         rho, p, n = c[name]
         lines.append(f"- {name}: ρ = {rho:.3f}, p = {p:.2g}, n = {n}")
+    if c["after_heavy"]:
+        h, hs, hn, lt, ls, ln = c["after_heavy"]
+        lines.append(
+            f"- after a point of >= {HEAVY_BEFORE_US:.0f} µs a call: mean residual {h:+.2f} %, "
+            f"{hs:.0f} % of rounds > 3 % slow (n = {hn}); after a lighter point {lt:+.2f} %, "
+            f"{ls:.0f} % (n = {ln})"
+        )
     if c["first_process"]:
         f, later = c["first_process"]
         lines.append(
