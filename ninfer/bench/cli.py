@@ -61,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--csv-out", type=Path)
     ap.add_argument("--json-out", type=Path)
     ap.add_argument("--device", type=_count(0), default=0)
-    ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--no-progress", action="store_true",
+                    help="accepted for old scripts: rows print as each point finishes")  # fmt: skip
     g = ap.add_argument_group("rounds (what ninfer-regress drives; docs/regress.md)")
     g.add_argument("--order-seed", type=_count(0), default=None,
                    help="shuffle the points of each round from this seed (default: suite order)")  # fmt: skip

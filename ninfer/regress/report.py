@@ -26,15 +26,26 @@ def _row(r: Row) -> str:
     v = r.verdict
     ci = f"{v.ci[0]:.3f}–{v.ci[1]:.3f}" if v.ci[0] == v.ci[0] else "–"
     labels = ", ".join(r.labels[:2]) + (" …" if len(r.labels) > 2 else "")
+    ab = "–"
+    if r.confirm is not None:
+        a = r.confirm
+        ab = f"{a.change_pct:+.1f}% {_ICON[a.state]}"
     return (
-        f"| {key_str(r.key)} | {labels} | {r.base_median_us:.2f} | {r.new_median_us:.2f} | "
-        f"{v.change_pct:+.1f}% | {ci} | {v.q:.2g} | {_ICON[v.state]} |"
+        f"| {md_cell(key_str(r.key))} | {md_cell(labels)} | {r.base_median_us:.2f} | "
+        f"{r.new_median_us:.2f} | {v.change_pct:+.1f}% | {ci} | {v.threshold:.1%} | {v.q:.2g} | "
+        f"{_ICON[v.state]} | {ab} | **{r.state}** |"
     )
 
 
+def md_cell(text: str) -> str:
+    """One markdown table cell: a label with | or a newline must not break the table."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
 _HEAD = (
-    "| point | labels | base µs | new µs | change | ratio interval | q (BH) | verdict |\n"
-    "|---|---|---:|---:|---:|---|---:|---|"
+    "| point | labels | base µs | new µs | change | ratio interval | thr | q (BH) | "
+    "verdict | A/B | gate |\n"
+    "|---|---|---:|---:|---:|---|---:|---:|---|---|---|"
 )
 
 
@@ -54,13 +65,16 @@ def markdown(c: Comparison, plots: list[Path] | None = None, rel_to: Path | None
     if c.fingerprint_changed:
         out += [f"> **Route code changed.** {refresh_hint(c)}", ""]
     flagged = sorted(
-        (r for r in c.rows if r.verdict.state != "same"), key=lambda r: _ORDER[r.verdict.state]
+        (r for r in c.rows if r.verdict.state != "same"), key=lambda r: _ORDER[r.state]
     )
     if flagged:
         out += ["### Points that are not `same`", "", _HEAD, *[_row(r) for r in flagged], ""]
-        unk = [r for r in flagged if r.verdict.state == "unknown"]
+        unk = [r for r in flagged if r.state == "unknown"]
         if unk:
-            out += [f"Unknown means undecided, not passed: {unk[0].verdict.why}.", ""]
+            out += [
+                f"Unknown means undecided, not passed: {(unk[0].confirm or unk[0].verdict).why}.",
+                "",
+            ]
     if c.seams:
         out += ["### New seams along T (steps the baseline curve lacks)", ""]
         out += ["| shape | T step | new step | baseline step |", "|---|---|---:|---:|"]
@@ -91,10 +105,14 @@ def markdown(c: Comparison, plots: list[Path] | None = None, rel_to: Path | None
     out += ["<details><summary>All points</summary>", "", _HEAD, *[_row(r) for r in c.rows]]
     out += ["", "</details>", ""]
     out += [
-        "Verdict rule: *slower*/*faster* need Benjamini–Hochberg q < alpha (two-sided "
-        "Mann–Whitney U per point) **and** a Hodges–Lehmann ratio beyond the threshold; "
-        "*same* needs the ratio's (1 − alpha) interval inside ±threshold; anything else is "
-        "*unknown*. The gate fails on any *slower*. See docs/regress.md.",
+        "Verdict rule: each round (a fresh process) gives one value, the log of its median; "
+        "*slower*/*faster* need Benjamini–Hochberg q < alpha over the points (a t test on "
+        "the rounds' lower quartiles and pooled MAD) **and** a change beyond the point's "
+        "threshold (5 %, widened between separate runs by the point's own noise: `thr`); "
+        "*same* needs the (1 − alpha) interval inside ±threshold; anything else is "
+        "*unknown*. Points not *same* against the baseline are re-measured in an A/B "
+        "against the baseline's commit on this runner, whose verdict counts (`A/B`). The "
+        "gate fails on any *slower*. See docs/regress.md.",
         "",
     ]
     return "\n".join(out)

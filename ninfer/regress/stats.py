@@ -3,8 +3,8 @@
 The unit is the round (a fresh process and allocation), not the sample: on the H200 the
 spread between processes is many times the spread of samples inside one, so samples
 of one round are not independent evidence. Each round contributes one number, the log
-of its median; a point's change is the difference of the median round values, new −
-base, and its scale the pooled MAD of the rounds.
+of its median; a point's change is the difference of the lower quartiles of its round
+values, new − base, and its scale the pooled MAD of the rounds (``_estimate`` says why).
 
 - **Same runner** (an interleaved A/B, `ab.py`): the rounds of both sides share the
   machine, so the difference's variance is the between-round variance over both round
@@ -12,8 +12,8 @@ base, and its scale the pooled MAD of the rounds.
 - **Two separate runs** (a run against a committed baseline, or any two files): each
   run also carries its own offset (the machine, its clocks, what the driver placed
   where), which more rounds do not average away. Its sd is taken as the larger of the
-  between-round sd and the point's stored between-machine sd, and enters twice (one
-  offset per run). The threshold is widened for such a point to the change two
+  between-round sd, RUN_SD_FLOOR and the point's stored between-machine sd, and enters
+  twice (one offset per run). The threshold is widened for such a point to the change two
   unchanged runs exceed once in a hundred (``WIDEN_Z``), and the report says by how much.
 
 A change counts only when it is significant after Benjamini–Hochberg over the points

@@ -49,5 +49,7 @@ def test_levels_are_recovered() -> None:
     assert med["alloc"] < 0.008
     assert 0.01 < med["machine"] < 0.06
     text = markdown(recs)
-    assert "| point | median µs | within % | alloc % | process % | machine % | slow rounds % |" in text
+    assert (
+        "| point | median µs | within % | alloc % | process % | machine % | slow rounds % |" in text
+    )
     assert "6 machine(s)" in text
