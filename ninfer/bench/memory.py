@@ -7,7 +7,9 @@ buffer starts on a 2 MiB boundary, the GPU's large-page size, so no two buffers 
 page and a buffer's offset inside its pages is the same in every round and process. The
 point measured first and the point measured last see the same layout, and no point's
 weight lands in memory a previous point's larger weight freed (the old per-group pool
-did that: its placement depended on what ran before, docs/regress.md).
+did that: its placement depended on what ran before). Measured beside the pool, the
+layout turned out not to be what moved the suite's points (docs/regress.md: the card's
+power state after heavy points was); the arena takes it out as a variable all the same.
 
 ``pool``: the old way, kept to measure the difference: the CuPy pool, one weight group
 at a time in suite order, freed before the next, a workspace per point.

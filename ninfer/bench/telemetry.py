@@ -35,7 +35,7 @@ INFO_REASONS = {
 THROTTLE_MASK = sum(THROTTLE_REASONS)
 # A sample run below this fraction of the card's maximum SM clock is clock-limited.
 # Measured on the H200 (docs/regress.md, "Where the noise lives"): point-rounds whose SM
-# clock read >= 1900 of 1980 MHz sat within the noise (2.5 % of them > 3 % slow); at
+# clock read >= 1900 of 1980 MHz sat within the noise (2.5-3.1 % of them > 3 % slow); at
 # 1800-1900 MHz 19 %, below 1600 MHz 63 % were > 3 % slow. nvbench's default is 0.75,
 # far below the dips that moved these points by 5-20 %.
 CLOCK_FLOOR = 0.95
