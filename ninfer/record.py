@@ -91,11 +91,6 @@ def round_samples(p: dict[str, Any]) -> list[list[float]]:
     return [[float(x) for x in r["samples_us"]] for r in kept_rounds(p)]
 
 
-def all_samples(p: dict[str, Any]) -> np.ndarray:
-    rs = round_samples(p)
-    return np.concatenate(rs) if rs else np.empty(0)
-
-
 def summarize(p: dict[str, Any], ceilings: dict[str, Any] | None = None) -> None:
     """Set a point's median / min / p95 (and, given the ceilings, its metrics) from its
     kept rounds (all rounds if none is kept).

@@ -20,24 +20,17 @@
 # the A/B's worktree needs). BASELINES=dir: use these baselines/h200 files instead of
 # the clone's (a baseline measured on another machine).
 set -uo pipefail
-OUT=${OUT:-runs/device}
-mkdir -p "$OUT"
-OUT=$(realpath "$OUT")
-if [ -n "${BUNDLE:-}" ] && [ -z "${NINFER_IN_CLONE:-}" ]; then
-  clone=/tmp/ninfer-gate
-  rm -rf "$clone" && git clone -q "$BUNDLE" "$clone" || exit 1
-  git -C "$clone" checkout -q --detach "$(git bundle list-heads "$BUNDLE" | awk '$2=="HEAD"{print $1}')" || exit 1
-  cp -r .whl "$clone/" 2>/dev/null
-  if [ -n "${BASELINES:-}" ]; then cp "$BASELINES"/*.json "$BASELINES"/*.md "$clone/baselines/h200/"; fi
-  cd "$clone" && NINFER_IN_CLONE=1 OUT="$OUT" exec bash tools/device_gate.sh "$@"
-fi
-export PYTHONUNBUFFERED=1
+SCRIPT=tools/device_gate.sh CLONE=/tmp/ninfer-gate
+# A relative BASELINES names a folder of this tree; BUNDLE mode runs in a clone elsewhere.
+if [ -n "${BASELINES:-}" ]; then BASELINES=$(realpath "$BASELINES") && export BASELINES; fi
+# shellcheck source=tools/device_lib.sh
+source "$(dirname "$0")/device_lib.sh"
+device_setup "$@"
+if [ -n "${BASELINES:-}" ]; then cp "$BASELINES"/*.json "$BASELINES"/*.md baselines/h200/; fi
 if compgen -G ".whl/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl && export PYTHONPATH="/tmp/site"
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl && export PYTHONPATH="$PYTHONPATH:/tmp/site"
 fi
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-PY=${PYTHON:-python3}
 git config user.email gate@ninfer.invalid && git config user.name gate
 STEPS=${*:-smoke noise baseline gate gate}
 mkdir -p runs
@@ -74,7 +67,7 @@ for step in $STEPS; do
       git checkout -q -- kernels ninfer ;;
     ab)
       git apply tests/fixtures/planted_w8_dec_q.patch || { echo "patch does not apply" | log; continue; }
-      timeout 480 $PY -m ninfer.regress bench --no-plots --ab HEAD --ab-rounds "${AB_ROUNDS:-6}" \
+      timeout 480 $PY -m ninfer.regress bench --no-plots --ab HEAD --ab-rounds "${AB_ROUNDS:-8}" \
         > "runs/ab_$n.log" 2>&1
       echo "rc=$?" | log; grep -E "^(PASS|FAIL|UNDECIDED)|slower|faster" "runs/ab_$n.log" | tail -30 | log
       git checkout -q -- kernels ninfer ;;

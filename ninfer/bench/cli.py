@@ -51,33 +51,39 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--profile", action="store_true", help="one point: profiler start, one call, stop"
     )
-    ap.add_argument("--warmup", type=_count(0), default=3, help="untimed calls before capture (3)")
-    ap.add_argument("--repeat", type=_count(1), default=20, help="samples per point and round (20)")
     ap.add_argument(
-        "--flush-mib", type=_count(0), default=256, help="L2 flush MiB per sample (256)"
+        "--warmup", type=count_arg(0), default=3, help="untimed calls before capture (3)"
+    )
+    ap.add_argument(
+        "--repeat", type=count_arg(1), default=20, help="samples per point and round (20)"
+    )
+    ap.add_argument(
+        "--flush-mib", type=count_arg(0), default=256, help="L2 flush MiB per sample (256)"
     )
     ap.add_argument("--execution", choices=["graph", "direct"], default="graph")
     ap.add_argument("--peer", action="append", choices=list(PEERS), default=[])
     ap.add_argument("--csv-out", type=Path)
     ap.add_argument("--json-out", type=Path)
-    ap.add_argument("--device", type=_count(0), default=0)
+    ap.add_argument("--device", type=count_arg(0), default=0)
     ap.add_argument("--no-progress", action="store_true",
                     help="accepted for old scripts: rows print as each point finishes")  # fmt: skip
     g = ap.add_argument_group("rounds (what ninfer-regress drives; docs/regress.md)")
-    g.add_argument("--order-seed", type=_count(0), default=None,
+    g.add_argument("--order-seed", type=count_arg(0), default=None,
                    help="shuffle the points of each round from this seed (default: suite order)")  # fmt: skip
-    g.add_argument("--allocs", type=_count(1), default=1,
+    g.add_argument("--allocs", type=count_arg(1), default=1,
                    help="rounds in this process, each a fresh allocation of all buffers (1)")  # fmt: skip
     g.add_argument("--memory", choices=["arena", "pool"], default="arena",
                    help="arena: fixed layout (default); pool: the old per-group pool")  # fmt: skip
-    g.add_argument("--process", type=_count(0), default=0, help="recorded process index")
+    g.add_argument("--process", type=count_arg(0), default=0, help="recorded process index")
     g.add_argument("--side", default="", help="recorded A/B side label")
     g.add_argument("--only-file", type=Path,
                    help="measure only the points listed in this file (one 'q4 a16 [N,K] T=t' a line)")  # fmt: skip
     return ap
 
 
-def _count(lo: int) -> Any:
+def count_arg(lo: int) -> Any:
+    """An argparse type: an integer >= ``lo`` (checked before any GPU work)."""
+
     def parse(text: str) -> int:
         try:
             v = int(text)

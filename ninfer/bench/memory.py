@@ -17,6 +17,7 @@ at a time in suite order, freed before the next, a workspace per point.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +31,6 @@ from .fixture import random_activations, random_device_weight
 from .points import BenchPoint, GroupKey, group_points
 
 ALIGN = 2 << 20
-MODES = ("arena", "pool")
 
 
 def _up(n: int) -> int:
@@ -116,7 +116,7 @@ def arena(points: Sequence[BenchPoint], flush_mib: int) -> RunMemory:
             (g, "x", (tmax, k), ml_dtypes.bfloat16),
             (g, "out", (tmax, n), ml_dtypes.bfloat16),
         ]
-    sizes = [_up(int(cp.dtype(d).itemsize) * _prod(s)) for _, _, s, d in slots]
+    sizes = [_up(int(cp.dtype(d).itemsize) * math.prod(s)) for _, _, s, d in slots]
     block = cp.cuda.Memory(sum(sizes))  # a plain cudaMalloc, outside the pool
     mem = RunMemory("arena", None, _blocks=[block])
     offset = 0
@@ -161,10 +161,3 @@ def pool_groups(
         yield mem, pts
         mem.groups.clear()
     mem.free()
-
-
-def _prod(shape: tuple[int, ...]) -> int:
-    out = 1
-    for s in shape:
-        out *= int(s)
-    return out

@@ -32,7 +32,6 @@ INFO_REASONS = {
     0x10: "sync_boost",
     0x100: "display_clock_setting",
 }
-THROTTLE_MASK = sum(THROTTLE_REASONS)
 # A sample run below this fraction of the card's maximum SM clock is clock-limited.
 # Measured on the H200 (docs/regress.md, "Where the noise lives"): point-rounds whose SM
 # clock read >= 1900 of 1980 MHz sat within the noise (2.5-3.1 % of them > 3 % slow); at
@@ -106,7 +105,7 @@ class Telemetry:
         power = self._q("nvmlDeviceGetPowerUsage")
         thermal = self._q("nvmlDeviceGetViolationStatus", _NVML_PERF_POLICY_THERMAL)
         return {
-            "sm_mhz": self._q("nvmlDeviceGetClockInfo", n.NVML_CLOCK_SM),
+            "sm_mhz": self.sm_mhz(),
             "mem_mhz": self._q("nvmlDeviceGetClockInfo", n.NVML_CLOCK_MEM),
             "temp_c": self._q("nvmlDeviceGetTemperature", n.NVML_TEMPERATURE_GPU),
             "power_w": None if power is None else power / 1000.0,

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..bench.cli import count_arg
 from ..record import Results, ResultsError, load_baseline, load_results
 from .compare import EXIT_ERROR, EXIT_PASS, Comparison, compare, text_table, with_confirmation
 from .runner import BASELINE_ROUNDS, DEFAULT_ROUNDS, RoundPlan
@@ -29,19 +30,6 @@ def _fraction(lo: float, hi: float) -> Any:
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
         if not lo < v < hi:
             raise argparse.ArgumentTypeError(f"expected {lo} < value < {hi}, got {v}")
-        return v
-
-    return parse
-
-
-def _count(lo: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if v < lo:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {lo}, got {v}")
         return v
 
     return parse
@@ -62,12 +50,12 @@ def _bench_args(ap: argparse.ArgumentParser, rounds: int) -> None:
     from ..bench.points import SUITE_NAMES
 
     ap.add_argument("--suite", choices=SUITE_NAMES, default="all", help="(default all)")
-    ap.add_argument("--rounds", type=_count(2), default=rounds,
+    ap.add_argument("--rounds", type=count_arg(2), default=rounds,
                     help=f"rounds, each a fresh process (default {rounds})")  # fmt: skip
-    ap.add_argument("--repeat", type=_count(1), default=20, help="samples a round (default 20)")
-    ap.add_argument("--warmup", type=_count(0), default=3, help="(default 3)")
-    ap.add_argument("--device", type=_count(0), default=0, help="(default 0)")
-    ap.add_argument("--seed", type=_count(0), default=None,
+    ap.add_argument("--repeat", type=count_arg(1), default=20, help="samples a round (default 20)")
+    ap.add_argument("--warmup", type=count_arg(0), default=3, help="(default 3)")
+    ap.add_argument("--device", type=count_arg(0), default=0, help="(default 0)")
+    ap.add_argument("--seed", type=count_arg(0), default=None,
                     help="order seed of the rounds (default: from the clock; recorded)")  # fmt: skip
     ap.add_argument("--baselines", type=Path, default=Path("baselines"))
     ap.add_argument("--runs", type=Path, default=Path("runs"))
@@ -85,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     _stat_args(b)
     b.add_argument("--ab", metavar="REF",
                    help="instead: HEAD against REF, all points, interleaved on this GPU")  # fmt: skip
-    b.add_argument("--ab-rounds", type=_count(2), default=AB_ROUNDS,
+    b.add_argument("--ab-rounds", type=count_arg(2), default=AB_ROUNDS,
                    help=f"rounds a side of an A/B (default {AB_ROUNDS})")  # fmt: skip
     b.add_argument("--no-confirm", action="store_true",
                    help="do not confirm points that are not 'same' by an A/B (report only)")  # fmt: skip
@@ -104,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--from", dest="from_", type=Path, help="promote this results file instead")
     n = sub.add_parser("noise", help="measure where the noise lives (levels), or decompose records")
     _bench_args(n, 4)
-    n.add_argument("--allocs", type=_count(1), default=2, help="allocations a process (2)")
+    n.add_argument("--allocs", type=count_arg(1), default=2, help="allocations a process (2)")
     n.add_argument("--memory", choices=["arena", "pool", "both"], default="both")
     n.add_argument("--from", dest="from_", type=Path, nargs="+",
                    help="decompose these noise records together (several machines)")  # fmt: skip
@@ -422,9 +410,7 @@ def cmd_baseline(a: argparse.Namespace) -> int:
              f"max {max(sds):.2%}.", ""]  # fmt: skip
     if old is not None:
         try:
-            from ..record import Results as R
-
-            c = compare(old, R(target, doc))
+            c = compare(old, Results(target, doc))
             print("old baseline vs new baseline:")
             print(text_table(c))
             lines += [

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..record import (
@@ -35,7 +35,6 @@ class Row:
     new_median_us: float
     verdict: Verdict  # the two records compared as separate runs
     confirm: Verdict | None = None  # the same-runner A/B, where one was run
-    ab_medians_us: tuple[float, float] | None = None  # (A = baseline's commit, B = HEAD)
 
     @property
     def state(self) -> str:
@@ -220,12 +219,7 @@ def compare(
 def with_confirmation(c: Comparison, ab: Comparison) -> Comparison:
     """``c`` with the A/B verdicts of the points ``ab`` re-measured."""
     by = {r.key: r for r in ab.rows}
-    rows = [
-        Row(r.key, r.labels, r.base_median_us, r.new_median_us, r.verdict, by[r.key].verdict,
-            (by[r.key].base_median_us, by[r.key].new_median_us))
-        if r.key in by else r
-        for r in c.rows
-    ]  # fmt: skip
+    rows = [replace(r, confirm=by[r.key].verdict) if r.key in by else r for r in c.rows]
     c.rows = rows
     c.confirmed = True
     return c

@@ -68,11 +68,16 @@ def _pooled_sd(groups: Sequence[np.ndarray]) -> tuple[float, float]:
     return (math.sqrt(ss / df), float(np.mean(sizes))) if df else (math.nan, math.nan)
 
 
+def _or(x: float, default: float) -> float:
+    """``x``, or ``default`` where a level was not measured (nan)."""
+    return x if math.isfinite(x) else default
+
+
 def _less(total: float, explained: float) -> float:
     """sd left at a level once the level below is accounted for (never negative)."""
     if not math.isfinite(total):
         return math.nan
-    e = explained if math.isfinite(explained) else 0.0
+    e = _or(explained, 0.0)
     return math.sqrt(max(total * total - e * e, 0.0))
 
 
@@ -116,17 +121,13 @@ def decompose(results: Sequence[Results]) -> list[Levels]:
         for p, v in by_proc.items():
             pmeans[proc_machine[p]].append(float(np.mean(v)))
         proc_tot, pp = _pooled_sd([np.asarray(v) for v in pmeans.values()])
-        below = math.sqrt((alloc if math.isfinite(alloc) else 0.0) ** 2 / (a if a == a else 1.0)
-                          + within**2 / (n * (a if a == a else 1.0)))  # fmt: skip
-        process = _less(proc_tot, below)
+        a = _or(a, 1.0)  # allocations a process (1 where no process had two)
+        process = _less(proc_tot, math.sqrt(_or(alloc, 0.0) ** 2 / a + within**2 / (n * a)))
         mmeans = np.asarray([np.mean(v) for v in pmeans.values()])
         machine = math.nan
         if mmeans.size >= 2:
             tot = float(np.std(mmeans, ddof=1))
-            machine = _less(
-                tot,
-                (process if math.isfinite(process) else 0.0) / math.sqrt(pp if pp == pp else 1.0),
-            )
+            machine = _less(tot, _or(process, 0.0) / math.sqrt(_or(pp, 1.0)))
         vs = np.asarray([r["v"] for r in rs])
         slow = float(np.mean(vs - np.median(vs) > 0.03))
         out.append(Levels(key, float(np.median([r["median_us"] for r in rs])), within, alloc,

@@ -131,6 +131,8 @@ class _Est:
     df: float
     s: float
     thr: float
+    rb: int  # rounds a side
+    rn: int
 
 
 def _estimate(
@@ -171,7 +173,7 @@ def _estimate(
         var += 2.0 * run_sd * run_sd
         thr = max(threshold, math.exp(WIDEN_Z * math.sqrt(2.0) * run_sd) - 1.0)
     d = float(np.quantile(xn, LOCATION_Q) - np.quantile(xb, LOCATION_Q))
-    return _Est(d, math.sqrt(var), dof, s, thr)
+    return _Est(d, math.sqrt(var), dof, s, thr, rb, rn)
 
 
 def _separation(b: np.ndarray, n: np.ndarray, threshold: float, nb: int, nn: int) -> Verdict:
@@ -240,7 +242,6 @@ def decide_all(
             result.append(v)
             continue
         e, p, q = ests[i], pvals[i], float(qvals[i])
-        nb, nn = round_values(pairs[i][0]).size, round_values(pairs[i][1]).size
         half = float(sps.t.ppf(1 - alpha / 2, e.df)) * e.se
         ratio, lo, hi = math.exp(e.d), math.exp(e.d - half), math.exp(e.d + half)
         up, down = 1.0 + e.thr, 1.0 / (1.0 + e.thr)
@@ -259,5 +260,5 @@ def decide_all(
                 + ("" if sig else f", q={q:.2g}")
                 + wide
             )
-        result.append(Verdict(state, ratio, (lo, hi), p, q, nb, nn, e.thr, threshold, e.s, why))
+        result.append(Verdict(state, ratio, (lo, hi), p, q, e.rb, e.rn, e.thr, threshold, e.s, why))
     return result
