@@ -5,9 +5,10 @@
 # and $OUT/gate_artifacts.tar.gz ($OUT defaults to runs/device).
 #
 # Usage (repo root): BUNDLE=.whl/repo.bundle bash tools/device_gate.sh [steps]
-#   steps (in the order given; a step may repeat): smoke noise baseline gate planted
-#     ab asv tests
+#   steps (in the order given; a step may repeat): smoke startup noise baseline gate
+#     planted ab tests
 #   smoke: one Q5 point, two allocations (the record, the arena, NVML);
+#   startup: import times and a profile of one round's process (suite all);
 #   noise: ninfer-regress noise, arena and pool layouts (NOISE_P processes, 2 allocs);
 #   baseline: ninfer-regress baseline --suite all (BASE_SUITES to add the model suites);
 #   gate: python -m ninfer.regress bench (what nox -s bench runs), CI defaults;
@@ -48,6 +49,13 @@ for step in $STEPS; do
     smoke)
       timeout 240 $PY -m ninfer.bench --qtype q5 --n 6144 --k 5120 --t 16 --repeat 10 --allocs 2 \
         --order-seed 1 --json-out "$OUT/smoke.json" 2>&1 | tail -6 | log ;;
+    startup)
+      # Where a round's fresh process spends the seconds outside its measured points.
+      timeout 120 $PY -X importtime -c "import ninfer.bench.run" 2>&1 | sort -t'|' -k2 -n | tail -5 | log
+      timeout 200 $PY -m cProfile -s cumtime -m ninfer.bench --suite all --repeat 20 --warmup 3 \
+        --no-progress --order-seed 1 > "runs/startup_$n.txt" 2>&1
+      grep -E "points=|function calls" "runs/startup_$n.txt" | log
+      grep -A28 "Ordered by" "runs/startup_$n.txt" | cut -c1-150 | log ;;
     noise)
       timeout 420 $PY -m ninfer.regress noise --suite all --rounds "${NOISE_P:-3}" --allocs 2 \
         --memory "${NOISE_MEMORY:-both}" --markdown "runs/noise_$n.md" > "runs/noise_$n.log" 2>&1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import os
 import platform
 import subprocess
@@ -50,11 +51,11 @@ def environment(device_id: int) -> dict[str, Any]:
 
     props = cp.cuda.runtime.getDeviceProperties(device_id)
     name = device_name(props)
+    # The installed version, read without importing torch: its import costs seconds in
+    # every round's fresh process, and the bench never runs torch unless --peer asks.
     try:
-        import torch
-
-        torch_v: str | None = torch.__version__
-    except ImportError:
+        torch_v: str | None = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
         torch_v = None
     # Dirty means the measured code differs from the commit; new baselines, run folders
     # and docs written by the pipeline itself do not make a run dirty.
