@@ -91,6 +91,7 @@ def run_ab(
     with worktree(repo, ref) as tree, (ab_dir / "run.log").open("a") as log:
         sides = {"A": Side("A", tree), "B": Side("B", b_tree)}
         paths: dict[str, list[Path]] = {"A": [], "B": []}
+        merged: dict[str, Results | None] = {"A": None, "B": None}
         for n, (name, i) in enumerate(schedule(rounds)):
             if busy_check is not None:
                 busy_check(log)
@@ -99,11 +100,14 @@ def run_ab(
             if rc not in (0, 1):
                 raise AbError(f"A/B side {name} round {i} exited {rc}; see {ab_dir}/run.log")
             paths[name].append(out)
+            # Re-merged after every round: a run stopped part way keeps both sides' records.
+            merged[name] = merge_rounds(paths[name], ab_dir / f"{name}.json", _cmd(name))
         sha = resolve(repo, ref)
-    res = {}
-    for name in ("A", "B"):
-        r = merge_rounds(paths[name], ab_dir / f"{name}.json", ["ninfer-regress", "ab", name])
-        if r is None:
-            raise AbError(f"A/B side {name} measured nothing; see {ab_dir}/run.log")
-        res[name] = r
-    return res["A"], res["B"], sha
+    if merged["A"] is None or merged["B"] is None:
+        side = "A" if merged["A"] is None else "B"
+        raise AbError(f"A/B side {side} measured nothing; see {ab_dir}/run.log")
+    return merged["A"], merged["B"], sha
+
+
+def _cmd(side: str) -> list[str]:
+    return ["ninfer-regress", "ab", side]

@@ -194,9 +194,10 @@ def _busy_check(a: argparse.Namespace) -> Any:
     """The idle check, before every round: another process on the GPU stops the run."""
     from ..bench.telemetry import busy_reason
 
-    deadline = time.monotonic() + a.idle_wait
-
     def check(log: Any) -> None:
+        # Each check waits up to --idle-wait on its own: one deadline for the whole run
+        # would turn the first busy reading after two minutes of rounds into a refusal.
+        deadline = time.monotonic() + a.idle_wait
         while True:
             why = busy_reason(a.device)
             if why is None:

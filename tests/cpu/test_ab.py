@@ -60,3 +60,35 @@ def test_the_planted_regression_applies_in_a_worktree_and_touches_one_route() ->
         diff = _git("diff", cwd=tree)
         # Only the W8 instances change: every added line is guarded by the format.
         assert "QT == QT_W8" in diff and "QT != QT_W8" in diff
+
+
+def test_an_ab_stopped_part_way_keeps_both_sides_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from ninfer.regress import ab
+    from ninfer.regress.runner import RoundPlan, Side
+
+    doc = json.loads((ROOT / "baselines/h200/all.json").read_text())
+
+    def fake_round(
+        run_dir: Path, plan: RoundPlan, i: int, side: Side, log: object
+    ) -> tuple[int, Path]:
+        out = run_dir / "rounds" / f"{side.name}{i:02d}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(doc))
+        return 0, out
+
+    checks = []
+
+    def busy(log: object) -> None:  # the GPU turns busy before the fourth round
+        checks.append(1)
+        if len(checks) == 4:
+            raise SystemExit("ninfer-regress: the GPU is busy")
+
+    monkeypatch.setattr(ab, "run_round", fake_round)
+    with pytest.raises(SystemExit):
+        ab.run_ab(tmp_path, RoundPlan("all", 20, 3, 0, 1), 4, ROOT, "HEAD", busy)
+    for side in ("A", "B"):  # A B B ran: both sides' finished rounds are on disk
+        assert json.loads((tmp_path / "ab" / f"{side}.json").read_text())["points"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -343,3 +344,22 @@ def test_commit_and_dirty_come_from_the_measured_checkout(monkeypatch: pytest.Mo
         assert env.git("rev-parse", "HEAD") is not None
     finally:
         env.checkout_root.cache_clear()
+
+
+def test_the_idle_wait_counts_from_each_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    from ninfer.bench import telemetry
+
+    clock = [0.0]
+    monkeypatch.setattr(cli.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(cli.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
+    readings = iter(["GPU utilization 11 %", None])
+    monkeypatch.setattr(telemetry, "busy_reason", lambda device: next(readings))
+    check = cli._busy_check(argparse.Namespace(idle_wait=120.0, device=0))
+    clock[0] = 600.0  # ten minutes of rounds later, one busy reading is waited out
+    check(io.StringIO())
+    readings = iter(["another process is using the GPU: 1234"] * 1000)
+    with pytest.raises(SystemExit, match="GPU is busy"):
+        check(io.StringIO())
+    assert clock[0] >= 720.0  # and a GPU that stays busy is refused after --idle-wait
