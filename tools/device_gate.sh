@@ -6,7 +6,7 @@
 #
 # Usage (repo root): BUNDLE=.whl/repo.bundle bash tools/device_gate.sh [steps]
 #   steps (in the order given; a step may repeat): smoke startup noise baseline gate
-#     planted ab tests
+#     planted planted5 ab ab5 tests
 #   smoke: one Q5 point, two allocations (the record, the arena, NVML);
 #   startup: import times and a profile of one round's process (suite all);
 #   noise: ninfer-regress noise, arena and pool layouts (NOISE_P processes, 2 allocs);
@@ -14,8 +14,9 @@
 #   gate: python -m ninfer.regress bench (what nox -s bench runs), CI defaults;
 #   planted: the same with tests/fixtures/planted_w8_dec_q.patch applied (the A/B
 #     confirmation measures it against the baseline's commit);
-#   ab: --ab HEAD on the planted tree, all points (the long A/B that sizes each point's
-#     planted slowdown; AB_ROUNDS rounds a side);
+#   ab: --ab HEAD on the planted tree (the long A/B that sizes each point's planted
+#     slowdown; AB_ROUNDS rounds a side; AB_QTYPE, e.g. w8, for one format's points only);
+#   planted5, ab5: the same with the 5 % fixture (planted_w8_dec_q_5pct.patch);
 #   tests: the GPU tests of the pipeline (tests/gpu/test_bench_timer.py, test_gate.py).
 # BUNDLE: measure in a clone of the bundle's HEAD (real commit, clean tree, the history
 # the A/B's worktree needs). BASELINES=dir: use these baselines/h200 files instead of
@@ -36,6 +37,8 @@ git config user.email gate@ninfer.invalid && git config user.name gate
 STEPS=${*:-smoke noise baseline gate gate}
 mkdir -p runs
 log() { tee -a "$OUT/device.log"; }
+# The planted fixture a step applies: the 10 % one, or the 5 % one for steps ending in 5.
+plant() { [[ $1 == *5 ]] && echo tests/fixtures/planted_w8_dec_q_5pct.patch || echo tests/fixtures/planted_w8_dec_q.patch; }
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
   echo "commit=$(git rev-parse HEAD) machine=$(hostname):$(head -c 8 /proc/sys/kernel/random/boot_id) steps=$STEPS"
@@ -68,15 +71,15 @@ for step in $STEPS; do
     gate)
       timeout 400 $PY -m ninfer.regress bench --no-plots > "runs/gate_$n.log" 2>&1
       echo "rc=$?" | log; grep -E "^(PASS|FAIL|UNDECIDED)|confirming|not confirmed|->" "runs/gate_$n.log" | tail -20 | log ;;
-    planted)
-      git apply tests/fixtures/planted_w8_dec_q.patch || { echo "patch does not apply" | log; continue; }
+    planted | planted5)
+      git apply "$(plant "$step")" || { echo "patch does not apply" | log; continue; }
       timeout 480 $PY -m ninfer.regress bench --no-plots > "runs/planted_$n.log" 2>&1
       echo "rc=$?" | log; grep -E "^(PASS|FAIL|UNDECIDED)|confirming|->" "runs/planted_$n.log" | tail -30 | log
       git checkout -q -- kernels ninfer ;;
-    ab)
-      git apply tests/fixtures/planted_w8_dec_q.patch || { echo "patch does not apply" | log; continue; }
+    ab | ab5)
+      git apply "$(plant "$step")" || { echo "patch does not apply" | log; continue; }
       timeout 480 $PY -m ninfer.regress bench --no-plots --ab HEAD --ab-rounds "${AB_ROUNDS:-8}" \
-        > "runs/ab_$n.log" 2>&1
+        ${AB_QTYPE:+--qtype "$AB_QTYPE"} > "runs/ab_$n.log" 2>&1
       echo "rc=$?" | log; grep -E "^(PASS|FAIL|UNDECIDED)|slower|faster" "runs/ab_$n.log" | tail -30 | log
       git checkout -q -- kernels ninfer ;;
     tests)

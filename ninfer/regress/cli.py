@@ -63,6 +63,12 @@ def _bench_args(ap: argparse.ArgumentParser, rounds: int) -> None:
                     help="seconds to wait for a busy GPU to become idle (default 120)")  # fmt: skip
 
 
+def _qtypes() -> list[str]:
+    from ..formats import QType
+
+    return [q.value for q in QType]
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .ab import AB_ROUNDS
 
@@ -73,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     _stat_args(b)
     b.add_argument("--ab", metavar="REF",
                    help="instead: HEAD against REF, all points, interleaved on this GPU")  # fmt: skip
+    b.add_argument("--qtype", action="append", choices=_qtypes(), default=None,
+                   help="with --ab: only this format's points (repeatable; default all)")  # fmt: skip
     b.add_argument("--ab-rounds", type=count_arg(2), default=AB_ROUNDS,
                    help=f"rounds a side of an A/B (default {AB_ROUNDS})")  # fmt: skip
     b.add_argument("--no-confirm", action="store_true",
@@ -275,6 +283,9 @@ def _confirm(a: argparse.Namespace, run_dir: Path, c: Comparison) -> Comparison:
 def cmd_bench(a: argparse.Namespace) -> int:
     if a.ab:
         return cmd_ab(a)
+    if a.qtype:
+        # A gate over part of the suite would pass on the points it never measured.
+        raise ResultsError(f"--qtype {' '.join(a.qtype)}: expected with --ab only, got without")
     run_dir, new, gpu = _measure_or_exit(a, a.rounds)
     base_path = a.baselines / gpu.key / f"{a.suite}.json"
     if not base_path.exists():
@@ -304,7 +315,16 @@ def cmd_ab(a: argparse.Namespace) -> int:
     _gpu_or_exit(a)
     run_dir = new_run_dir(a.runs, f"ab_{a.suite}")
     print(f"run folder: {run_dir}; A = {a.ab}, B = this checkout; {a.ab_rounds} rounds a side")
-    A, B, _ = run_ab(run_dir, _plan(a), a.ab_rounds, _repo(), a.ab, _busy_check(a))
+    only = None
+    if a.qtype:
+        from ..bench.points import load_suite
+        from ..record import PointKey
+
+        keys = {PointKey(p.qtype.value, p.policy.value, p.n, p.k, p.t) for p in load_suite(a.suite)}
+        only = sorted(k for k in keys if k.qtype in a.qtype)
+        if not only:
+            raise ResultsError(f"--qtype {' '.join(a.qtype)}: no point of suite {a.suite} has it")
+    A, B, _ = run_ab(run_dir, _plan(a, only=only), a.ab_rounds, _repo(), a.ab, _busy_check(a))
     c = compare(A, B, a.threshold, a.alpha, a.strict, a.allow_missing, same_runner=True)
     rc = _gate(c)
     print(f"report: {_write_report(run_dir, B, c, not a.no_plots)}")

@@ -12,6 +12,7 @@ from ninfer.regress.ab import AbError, resolve, schedule, worktree
 
 ROOT = Path(__file__).resolve().parents[2]
 PLANTED = ROOT / "tests/fixtures/planted_w8_dec_q.patch"
+PLANTED_5PCT = ROOT / "tests/fixtures/planted_w8_dec_q_5pct.patch"
 pytestmark = pytest.mark.skipif(
     shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs a git checkout"
 )
@@ -52,9 +53,10 @@ def test_worktree_of_head_runs_and_is_removed() -> None:
     assert not tree.exists()
 
 
-def test_the_planted_regression_applies_in_a_worktree_and_touches_one_route() -> None:
+@pytest.mark.parametrize("patch", [PLANTED, PLANTED_5PCT], ids=["10pct", "5pct"])
+def test_the_planted_regression_applies_in_a_worktree_and_touches_one_route(patch: Path) -> None:
     with worktree(ROOT, "HEAD") as tree:
-        subprocess.run(["git", "-C", str(tree), "apply", str(PLANTED)], check=True)
+        subprocess.run(["git", "-C", str(tree), "apply", str(patch)], check=True)
         changed = _git("diff", "--name-only", cwd=tree).split()
         assert changed == ["kernels/dec_q.cu"]
         diff = _git("diff", cwd=tree)
@@ -92,3 +94,32 @@ def test_an_ab_stopped_part_way_keeps_both_sides_records(
         ab.run_ab(tmp_path, RoundPlan("all", 20, 3, 0, 1), 4, ROOT, "HEAD", busy)
     for side in ("A", "B"):  # A B B ran: both sides' finished rounds are on disk
         assert json.loads((tmp_path / "ab" / f"{side}.json").read_text())["points"]
+
+
+def test_ab_qtype_measures_only_that_formats_points(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ninfer.bench.points import load_suite
+    from ninfer.regress import ab, cli
+
+    seen: dict[str, object] = {}
+
+    def fake_ab(run_dir: Path, plan: object, *args: object, **kw: object) -> None:
+        seen["only"] = plan.only  # type: ignore[attr-defined]
+        raise AbError("stopped by the test")
+
+    monkeypatch.setattr(cli, "_gpu_or_exit", lambda a: None)
+    monkeypatch.setattr(ab, "run_ab", fake_ab)
+    assert cli.main(["bench", "--ab", "HEAD", "--qtype", "w8", "--runs", str(tmp_path)]) == 2
+    only = seen["only"]
+    w8 = {(p.n, p.k, p.t) for p in load_suite("all") if p.qtype.value == "w8"}
+    assert isinstance(only, list) and {(k.n, k.k, k.t) for k in only} == w8
+    assert {k.qtype for k in only} == {"w8"}
+    assert "stopped by the test" in capsys.readouterr().err
+
+
+def test_qtype_without_ab_is_refused_before_measuring(capsys: pytest.CaptureFixture[str]) -> None:
+    from ninfer.regress import cli
+
+    assert cli.main(["bench", "--qtype", "w8"]) == 2
+    assert "expected with --ab only" in capsys.readouterr().err
