@@ -13,13 +13,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..bench.cli import count_arg
 from ..record import Results, ResultsError, load_baseline, load_results
+from .baseline_cmd import cmd_baseline, is_sentence
 from .compare import EXIT_ERROR, EXIT_PASS, Comparison, compare, text_table, with_confirmation
 from .runner import BASELINE_ROUNDS, DEFAULT_ROUNDS, RoundPlan
+from .session import busy_check as _busy_check
+from .session import gpu_or_exit as _gpu_or_exit
+from .session import measure_or_exit as _measure_or_exit
+from .session import plan as _plan
+from .session import repo as _repo
 from .stats import DEFAULT_ALPHA, DEFAULT_THRESHOLD
+
+__all__ = ["build_parser", "cmd_baseline", "is_sentence", "main"]
 
 
 def _fraction(lo: float, hi: float) -> Any:
@@ -83,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --ab: only this format's points (repeatable; default all)")  # fmt: skip
     b.add_argument("--ab-rounds", type=count_arg(2), default=AB_ROUNDS,
                    help=f"rounds a side of an A/B (default {AB_ROUNDS})")  # fmt: skip
+    b.add_argument("--fallback-ab", metavar="REF",
+                   help="where this GPU has no baseline: an A/B against REF instead (CI: the "
+                   "PR's merge-base)")  # fmt: skip
     b.add_argument("--no-confirm", action="store_true",
                    help="do not confirm points that are not 'same' by an A/B (report only)")  # fmt: skip
     b.add_argument("--no-plots", action="store_true")
@@ -183,81 +192,6 @@ def cmd_compare(a: argparse.Namespace) -> int:
     return rc
 
 
-def _gpu_or_exit(a: argparse.Namespace) -> Any:
-    from ..runtime.cupy_env import NoGPUError
-    from .runner import detect_gpu
-
-    try:
-        gpu = detect_gpu(a.device)
-    except NoGPUError as e:
-        raise SystemExit(
-            f"ninfer-regress: no GPU to measure on: {e}\n"
-            "The benchmark needs an NVIDIA GPU with CuPy; without one, run nox -s tests."
-        ) from e
-    print(f"GPU: {gpu.name} -> baselines/{gpu.key}/")
-    return gpu
-
-
-def _busy_check(a: argparse.Namespace) -> Any:
-    """The idle check, before every round: another process on the GPU stops the run."""
-    from ..bench.telemetry import busy_reason
-
-    def check(log: Any) -> None:
-        # Each check waits up to --idle-wait on its own: one deadline for the whole run
-        # would turn the first busy reading after two minutes of rounds into a refusal.
-        deadline = time.monotonic() + a.idle_wait
-        while True:
-            why = busy_reason(a.device)
-            if why is None:
-                return
-            if time.monotonic() > deadline:
-                raise SystemExit(
-                    f"ninfer-regress: the GPU is busy ({why}); refusing to measure: timings "
-                    "taken now would be wrong"
-                )
-            log.write(f"waiting: {why}\n")
-            # Mostly the previous round's own tail in NVML's trailing utilization window
-            # (measured: 2 of 63 checks in three gate runs on the H200), gone within a second.
-            time.sleep(1.0)
-
-    return check
-
-
-def _plan(
-    a: argparse.Namespace, only: list[Any] | None = None, extra: tuple[str, ...] = ()
-) -> RoundPlan:
-    if a.seed is None:
-        a.seed = int(time.time()) % 1_000_000
-    return RoundPlan(a.suite, a.repeat, a.warmup, a.device, a.seed, only, extra)
-
-
-def _measure_or_exit(a: argparse.Namespace, rounds: int) -> tuple[Path, Results, Any]:
-    from .runner import measure, new_run_dir
-
-    gpu = _gpu_or_exit(a)
-    run_dir = new_run_dir(a.runs, a.suite)
-    print(f"run folder: {run_dir}")
-    plan = _plan(a)
-    codes, res_path = measure(run_dir, plan, rounds, _busy_check(a))
-    if not res_path.exists():
-        raise SystemExit(
-            f"ninfer-regress: the benchmark wrote no results (exit {codes}); {run_dir}/run.log"
-        )
-    new = load_results(res_path)
-    if new.doc["failures"]:
-        print(f"{len(new.doc['failures'])} point(s) failed to run: see {run_dir}/run.log")
-    return run_dir, new, gpu
-
-
-def _repo() -> Path:
-    from ..bench.env import checkout_root
-
-    root = checkout_root()
-    if root is None:
-        raise ResultsError("not in a git checkout of ninfer: an A/B needs one (git worktree)")
-    return root
-
-
 def _confirm(a: argparse.Namespace, run_dir: Path, c: Comparison) -> Comparison:
     from .ab import AbError, run_ab
 
@@ -286,8 +220,15 @@ def cmd_bench(a: argparse.Namespace) -> int:
     if a.qtype:
         # A gate over part of the suite would pass on the points it never measured.
         raise ResultsError(f"--qtype {' '.join(a.qtype)}: expected with --ab only, got without")
-    run_dir, new, gpu = _measure_or_exit(a, a.rounds)
+    gpu = _gpu_or_exit(a)
     base_path = a.baselines / gpu.key / f"{a.suite}.json"
+    if not base_path.exists() and a.fallback_ab:
+        # Day one on a new GPU: no committed baseline, so the PR is judged by an A/B
+        # against its merge-base on this runner (seed 003: the only comparison that holds).
+        print(f"no baseline for {gpu.name} at {base_path}: an A/B against {a.fallback_ab}")
+        a.ab = a.fallback_ab
+        return cmd_ab(a, mode="ab-no-baseline", gpu=gpu)
+    run_dir, new, gpu = _measure_or_exit(a, a.rounds, gpu)
     if not base_path.exists():
         msg = (
             f"no baseline for {gpu.name} at {base_path}: measured, nothing compared.\n"
@@ -296,6 +237,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
             "this GPU: nox -s bench -- --ab main"
         )
         _write_report(run_dir, new, None, not a.no_plots, "\n" + msg.replace("\n", "  \n"))
+        _verdict(run_dir, None, EXIT_ERROR, "none", gpu, msg.replace("\n", " "))
         print(msg)
         print(f"report: {run_dir}/report.md")
         return EXIT_ERROR
@@ -305,14 +247,15 @@ def cmd_bench(a: argparse.Namespace) -> int:
     c = _confirm(a, run_dir, c)
     rc = _gate(c)
     print(f"report: {_write_report(run_dir, new, c, not a.no_plots)}")
+    _verdict(run_dir, c, rc, "baseline", gpu)
     return rc
 
 
-def cmd_ab(a: argparse.Namespace) -> int:
+def cmd_ab(a: argparse.Namespace, mode: str = "ab", gpu: Any = None) -> int:
     from .ab import run_ab
     from .runner import new_run_dir
 
-    _gpu_or_exit(a)
+    gpu = gpu if gpu is not None else _gpu_or_exit(a)
     run_dir = new_run_dir(a.runs, f"ab_{a.suite}")
     print(f"run folder: {run_dir}; A = {a.ab}, B = this checkout; {a.ab_rounds} rounds a side")
     only = None
@@ -324,144 +267,39 @@ def cmd_ab(a: argparse.Namespace) -> int:
         only = sorted(k for k in keys if k.qtype in a.qtype)
         if not only:
             raise ResultsError(f"--qtype {' '.join(a.qtype)}: no point of suite {a.suite} has it")
-    A, B, _ = run_ab(run_dir, _plan(a, only=only), a.ab_rounds, _repo(), a.ab, _busy_check(a))
+    A, B, sha = run_ab(run_dir, _plan(a, only=only), a.ab_rounds, _repo(), a.ab, _busy_check(a))
     c = compare(A, B, a.threshold, a.alpha, a.strict, a.allow_missing, same_runner=True)
     rc = _gate(c)
     print(f"report: {_write_report(run_dir, B, c, not a.no_plots)}")
+    _verdict(run_dir, c, rc, mode, gpu, ab_ref=sha)
     return rc
 
 
-def is_sentence(text: str) -> bool:
-    """A reason a reviewer can read: three words or more, letters in it."""
-    words = [w for w in text.split() if any(ch.isalpha() for ch in w)]
-    return len(words) >= 3 and len(text.strip()) >= 15
+def _verdict(
+    run_dir: Path,
+    c: Comparison | None,
+    rc: int,
+    mode: str,
+    gpu: Any,
+    message: str = "",
+    ab_ref: str | None = None,
+) -> None:
+    """verdict.json beside report.md: what CI and the PR comment read (docs/ci.md)."""
+    from . import verdict
+    from .compare import refresh_hint
 
-
-def round_noise(p: dict[str, Any]) -> dict[str, Any]:
-    """A point's between-round sd of log round medians (what a baseline stores)."""
-    from ..record import kept_rounds
-
-    v = np.log([float(np.median(r["samples_us"])) for r in kept_rounds(p)])
-    # Robust like the verdicts (stats.py): one slow round must not set a point's noise.
-    sd = float(1.4826 * np.median(np.abs(v - np.median(v)))) if v.size >= 2 else 0.0
-    return {"round_sd": sd, "rounds": int(v.size)}
-
-
-def cmd_baseline(a: argparse.Namespace) -> int:
-    from ..bench.env import CODE_PATHS, git
-    from ..bench.points import load_suite
-    from ..record import pair_digest, write_pair
-    from ..routes import fingerprint
-
-    reason = a.reason.strip()
-    if not is_sentence(reason):
-        raise ResultsError(
-            f"--reason: expected a sentence saying why the baseline changes (three words or "
-            f"more), got {a.reason!r}"
-        )
-    head = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no", "--", *CODE_PATHS)
-    if head is None:
-        raise ResultsError("a baseline is made in a git checkout (its commit is recorded)")
-    if status:
-        raise ResultsError(
-            "the working tree has uncommitted changes to the measured code; commit them "
-            f"first (a baseline names the commit it measured):\n{status}"
-        )
-    if a.from_:
-        new = load_results(a.from_)
-        key, name = new.gpu_key, new.env["gpu_name"]
-        suite = new.doc.get("suite")
-        if suite != a.suite:
-            raise ResultsError(
-                f"{a.from_}: measured suite {suite!r}, but --suite is {a.suite!r}; a baseline "
-                "of a suite is promoted only from a run of that suite"
-            )
-        if new.fingerprint != fingerprint() or new.commit != head or new.env.get("dirty"):
-            raise ResultsError(
-                f"{a.from_}: measured at commit {(new.commit or '?')[:12]} (kernels "
-                f"{new.fingerprint}, dirty {new.env.get('dirty')}), but HEAD is {head[:12]} "
-                f"(kernels {fingerprint()}): a baseline is HEAD's, measured clean"
-            )
-    else:
-        _, new, gpu = _measure_or_exit(a, a.rounds)
-        key, name, suite = gpu.key, gpu.name, a.suite
-    rounds = len(new.rounds)
-    if rounds < BASELINE_ROUNDS and not a.from_:
-        print(f"note: {rounds} rounds; the default for a baseline is {BASELINE_ROUNDS}")
-    if rounds < 2:
-        raise ResultsError(f"{new.path}: {rounds} round(s); a baseline needs >= 2 to store noise")
-    if new.doc["failures"]:
-        raise ResultsError(
-            f"{new.path}: {len(new.doc['failures'])} point(s) failed; not a baseline"
-        )
-    want = {p.key for p in load_suite(suite)}
-    got = set(new.by_key())
-    if want != got:
-        raise ResultsError(
-            f"{new.path}: expected the {len(want)} points of suite {suite!r}, got {len(got)} "
-            f"({len(want - got)} missing, {len(got - want)} extra)"
-        )
-    target = a.baselines / key / f"{suite}.json"
-    old: Results | None = None
-    if target.exists():
-        try:
-            old = load_baseline(target, key)
-        except ResultsError as e:
-            print(f"the old baseline is not readable ({e}); replacing it")
-    env = new.env
-    doc = dict(new.doc)
-    doc["points"] = [{**p, "noise": round_noise(p)} for p in new.points]
-    doc["baseline"] = {
-        "reason": reason,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "commit": env.get("commit"),
-        "dirty": env.get("dirty"),
-        "kernel_fingerprint": env["kernel_fingerprint"],
-        "timing": new.timing,
-        "rounds": rounds,
-        "source": str(new.path),
-        "previous": None if old is None else {
-            k: old.doc["baseline"].get(k) for k in ("commit", "kernel_fingerprint", "reason", "created")
-        },
-    }  # fmt: skip
-    sds = [p["noise"]["round_sd"] for p in doc["points"]]
-    lines = [f"# Baseline {key}/{suite}", "", f"Reason: {reason}", "", f"GPU: {name}", "",
-             f"Commit {env.get('commit')}, kernels {env['kernel_fingerprint']}, {rounds} rounds "
-             f"(fresh processes) of {new.timing['repeat']} samples a point.", "",
-             f"Between-round noise (sd of log round medians): median {np.median(sds):.2%}, "
-             f"max {max(sds):.2%}.", ""]  # fmt: skip
-    if old is not None:
-        try:
-            c = compare(old, Results(target, doc))
-            print("old baseline vs new baseline:")
-            print(text_table(c))
-            lines += [
-                "Old vs new (separate runs):",
-                "",
-                "```",
-                c.summary(),
-                text_table(c),
-                "```",
-                "",
-            ]
-        except ResultsError as e:  # e.g. a deliberate change of the timing contract
-            print(f"the old baseline is not comparable ({e}); replacing it")
-            lines += [f"The old baseline is not comparable: {e}", ""]
-    else:
-        lines += ["No previous baseline.", ""]
-    lines += [f"Pair digest: `{pair_digest(doc)}` (the .json this file belongs to).", ""]
-    write_pair(target, doc, target.with_suffix(".md"), "\n".join(lines))
-    print(
-        f"wrote {target} ({len(new.points)} points, {rounds} rounds) and {target.with_suffix('.md')}"
-    )
-    return EXIT_PASS
+    refresh = refresh_hint(c) if c is not None and c.fingerprint_changed else ""
+    if not isinstance(gpu, dict):
+        gpu = {"name": gpu.name, "key": gpu.key}
+    doc = verdict.build(c, exit_code=rc, mode=mode, gpu=gpu, message=message, ab_ref=ab_ref,
+                        refresh=refresh)  # fmt: skip
+    verdict.write(run_dir, doc)
 
 
 def cmd_noise(a: argparse.Namespace) -> int:
     from ..record import write_text_atomic
     from .noise import markdown
-    from .runner import RoundPlan, Side, merge_rounds, new_run_dir, run_round, write_points
+    from .runner import Side, merge_rounds, new_run_dir, run_round, write_points
 
     if a.from_:
         groups: dict[str, list[Results]] = {}
@@ -506,11 +344,30 @@ def cmd_noise(a: argparse.Namespace) -> int:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
-    path = a.run / "results.json" if a.run.is_dir() else a.run
-    new = load_results(path)
-    c = compare(load_results(a.baseline), new, a.threshold, a.alpha) if a.baseline else None
-    out = _write_report(path.parent, new, c, True)
+    """report.md, compare.txt and verdict.json of a run folder, again. A gate's folder
+    with ab/A.json and ab/B.json gets its A/B confirmation back; an --ab run's folder
+    (no results.json) is its A/B."""
+    run = a.run if a.run.is_dir() else a.run.parent
+    ab = [run / "ab" / "A.json", run / "ab" / "B.json"]
+    has_ab = all(p.exists() for p in ab)
+    c, mode = None, "none"
+    if (run / "results.json").exists() or not has_ab:
+        new = load_results(run / "results.json" if a.run.is_dir() else a.run)
+        if a.baseline:
+            c, mode = compare(load_results(a.baseline), new, a.threshold, a.alpha), "baseline"
+            if has_ab and c.to_confirm():
+                A, B = (load_results(p) for p in ab)
+                c = with_confirmation(c, compare(A, B, a.threshold, a.alpha, same_runner=True))
+    else:
+        A, new = (load_results(p) for p in ab)
+        c, mode = compare(A, new, a.threshold, a.alpha, same_runner=True), "ab"
+    out = _write_report(run, new, c, True)
     print(f"wrote {out}")
+    if c is not None:
+        gpu = {"name": str(new.env["gpu_name"]), "key": new.gpu_key}
+        ref = c.base.commit if mode == "ab" else None
+        _verdict(run, c, c.exit_code, mode, gpu, ab_ref=ref)
+        print(f"wrote {run / 'verdict.json'}: {c.summary()}")
     return EXIT_PASS
 
 

@@ -350,13 +350,14 @@ def test_the_idle_wait_counts_from_each_check(monkeypatch: pytest.MonkeyPatch) -
     import argparse
 
     from ninfer.bench import telemetry
+    from ninfer.regress import session
 
     clock = [0.0]
-    monkeypatch.setattr(cli.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(cli.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
+    monkeypatch.setattr(session.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(session.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
     readings = iter(["GPU utilization 11 %", None])
     monkeypatch.setattr(telemetry, "busy_reason", lambda device: next(readings))
-    check = cli._busy_check(argparse.Namespace(idle_wait=120.0, device=0))
+    check = session.busy_check(argparse.Namespace(idle_wait=120.0, device=0))
     clock[0] = 600.0  # ten minutes of rounds later, one busy reading is waited out
     check(io.StringIO())
     readings = iter(["another process is using the GPU: 1234"] * 1000)
