@@ -261,10 +261,8 @@ def cmd_ab(a: argparse.Namespace, mode: str = "ab", gpu: Any = None) -> int:
     only = None
     if a.qtype:
         from ..bench.points import load_suite
-        from ..record import PointKey
 
-        keys = {PointKey(p.qtype.value, p.policy.value, p.n, p.k, p.t) for p in load_suite(a.suite)}
-        only = sorted(k for k in keys if k.qtype in a.qtype)
+        only = sorted({p.key for p in load_suite(a.suite) if p.key.qtype in a.qtype})
         if not only:
             raise ResultsError(f"--qtype {' '.join(a.qtype)}: no point of suite {a.suite} has it")
     A, B, sha = run_ab(run_dir, _plan(a, only=only), a.ab_rounds, _repo(), a.ab, _busy_check(a))
@@ -285,6 +283,9 @@ def _verdict(
     ab_ref: str | None = None,
 ) -> None:
     """verdict.json beside report.md: what CI and the PR comment read (docs/ci.md)."""
+    import json
+
+    from ..record import write_text_atomic
     from . import verdict
     from .compare import refresh_hint
 
@@ -293,7 +294,7 @@ def _verdict(
         gpu = {"name": gpu.name, "key": gpu.key}
     doc = verdict.build(c, exit_code=rc, mode=mode, gpu=gpu, message=message, ab_ref=ab_ref,
                         refresh=refresh)  # fmt: skip
-    verdict.write(run_dir, doc)
+    write_text_atomic(run_dir / "verdict.json", json.dumps(doc, indent=1) + "\n")
 
 
 def cmd_noise(a: argparse.Namespace) -> int:

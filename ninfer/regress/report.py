@@ -7,9 +7,11 @@ from typing import Any
 
 from ..record import Results, key_str
 from .compare import Comparison, Row, refresh_hint
+from .verdict import ICON as _ICON
+from .verdict import ORDER as _ORDER
+from .verdict import md_cell
 
-_ICON = {"slower": "🔴 slower", "faster": "🟢 faster", "same": "same", "unknown": "⚪ unknown"}
-_ORDER = {"slower": 0, "unknown": 1, "faster": 2, "same": 3}
+__all__ = ["markdown", "md_cell", "run_markdown"]
 
 
 def _env_line(r: Results) -> str:
@@ -35,11 +37,6 @@ def _row(r: Row) -> str:
         f"{r.new_median_us:.2f} | {v.change_pct:+.1f}% | {ci} | {v.threshold:.1%} | {v.q:.2g} | "
         f"{_ICON[v.state]} | {ab} | **{r.state}** |"
     )
-
-
-def md_cell(text: str) -> str:
-    """One markdown table cell: a label with | or a newline must not break the table."""
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
 _HEAD = (

@@ -1,7 +1,7 @@
 """The gate's machine-readable verdict (``verdict.json``) and what the PR author reads.
 
 ``build`` turns a comparison into the verdict document; the gate writes it into its run
-folder (``write``). ``render_comment`` / ``render_summary`` turn that document into the
+folder (cli.py, with record.write_text_atomic). ``render_comment`` / ``render_summary`` turn that document into the
 sticky PR comment and the step summary: the verdict line, the points that are not
 "same" with their model labels, the artifact's link, and how to refresh baselines.
 
@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,14 +29,15 @@ _TITLE = {
     "regression": "❌ regression",
     "error": "⚠️ environment error (no verdict on the code)",
 }
-_ICON = {"slower": "🔴 slower", "faster": "🟢 faster", "same": "same", "unknown": "⚪ unknown"}
-_ORDER = {"slower": 0, "unknown": 1, "faster": 2, "same": 3}
+# Shared with report.py (it imports these): the run's report and the PR comment read alike.
+ICON = {"slower": "🔴 slower", "faster": "🟢 faster", "same": "same", "unknown": "⚪ unknown"}
+ORDER = {"slower": 0, "unknown": 1, "faster": 2, "same": 3}
 MAX_ROWS = 60  # a PR comment holds 65536 characters; the artifact has every row
 COMMENT_LIMIT = 60000
 
 
-def _cell(text: str) -> str:
-    # The same escaping as report.md_cell (not imported: this file runs standalone).
+def md_cell(text: str) -> str:
+    """One markdown table cell: a label with | or a newline must not break the table."""
     return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
@@ -70,7 +69,7 @@ def build(
                    failures=[], baseline=None, new=None)  # fmt: skip
         return doc
     rows = [r for r in c.rows if r.state != "same" or r.verdict.state != "same"]
-    rows.sort(key=lambda r: (_ORDER[r.state], -abs(r.verdict.change_pct)))
+    rows.sort(key=lambda r: (ORDER[r.state], -abs(r.verdict.change_pct)))
     doc.update(
         headline=c.summary(),
         counts={s: c.count(s) for s in ("slower", "faster", "same", "unknown")} | {
@@ -91,17 +90,6 @@ def build(
         failures=list(c.failures),
     )  # fmt: skip
     return doc
-
-
-def write(run_dir: Path, doc: dict[str, Any]) -> Path:
-    """``run_dir/verdict.json``, atomically (temp file and rename)."""
-    out = run_dir / "verdict.json"
-    fd, tmp = tempfile.mkstemp(dir=run_dir, prefix=".verdict.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, out)
-    return out
 
 
 def read(run_dir: Path) -> dict[str, Any] | None:
@@ -131,10 +119,10 @@ def _table(points: list[dict[str, Any]]) -> list[str]:
     for p in points[:MAX_ROWS]:
         s, ab = p["separate"], p["ab"]
         labels = ", ".join(p["labels"][:2]) + (" …" if len(p["labels"]) > 2 else "")
-        abt = f"{ab['change_pct']:+.1f}% {_ICON[ab['state']]}" if ab else "–"
+        abt = f"{ab['change_pct']:+.1f}% {ICON[ab['state']]}" if ab else "–"
         out.append(
-            f"| {_cell(p['point'])} | {_cell(labels)} | {p['base_us']:.2f} | {p['new_us']:.2f} | "
-            f"{s['change_pct']:+.1f}% {_ICON[s['state']]} | {abt} | **{p['gate']}** |"
+            f"| {md_cell(p['point'])} | {md_cell(labels)} | {p['base_us']:.2f} | {p['new_us']:.2f} | "
+            f"{s['change_pct']:+.1f}% {ICON[s['state']]} | {abt} | **{p['gate']}** |"
         )
     if len(points) > MAX_ROWS:
         out.append(f"\n_{len(points) - MAX_ROWS} more rows in the artifact's report.md._")
@@ -142,7 +130,7 @@ def _table(points: list[dict[str, Any]]) -> list[str]:
 
 
 def _body(doc: dict[str, Any], artifact_url: str, trusted_changes: list[str]) -> list[str]:
-    out = [f"**{_cell(doc['headline'] or doc['message'])}**", ""]
+    out = [f"**{md_cell(doc['headline'] or doc['message'])}**", ""]
     mode = doc["mode"]
     if mode == "ab-no-baseline":
         out += [f"> No committed baseline for this GPU ({doc['gpu'].get('name', '?')}): this "
@@ -153,11 +141,11 @@ def _body(doc: dict[str, Any], artifact_url: str, trusted_changes: list[str]) ->
         out += [f"A/B against `{(doc['ab_ref'] or '?')[:12]}` on this runner.", ""]
     elif mode == "baseline" and doc.get("baseline"):
         b = doc["baseline"]
-        out += [f"Against `{_cell(b['path'])}` (commit `{(b['commit'] or '?')[:10]}`), from the "
+        out += [f"Against `{md_cell(b['path'])}` (commit `{(b['commit'] or '?')[:10]}`), from the "
                 "base branch; every point not *same* re-measured by an A/B against that "
                 "commit on this runner.", ""]  # fmt: skip
     if doc["message"] and doc["headline"] and doc["message"] != doc["headline"]:
-        out += [_cell(doc["message"]), ""]
+        out += [md_cell(doc["message"]), ""]
     flagged = [p for p in doc["points"] if p["gate"] != "same"]
     cleared = [p for p in doc["points"] if p["gate"] == "same"]
     if flagged:
@@ -170,13 +158,15 @@ def _body(doc: dict[str, Any], artifact_url: str, trusted_changes: list[str]) ->
         out += [f"Not measured ({len(doc['not_measured'])}): "
                 + ", ".join(f"`{k}`" for k in doc["not_measured"][:20]), ""]  # fmt: skip
     for f in doc["failures"][:20]:
-        out.append(f"- failed to run: `{_cell(f.get('point', '?'))}`: {_cell(f.get('error', ''))}")
+        out.append(
+            f"- failed to run: `{md_cell(f.get('point', '?'))}`: {md_cell(f.get('error', ''))}"
+        )
     if doc["failures"]:
         out.append("")
     if trusted_changes:
         out += ["⚠️ This PR changes the gate's trusted files; the gate used the base branch's "
                 "baselines, and these changes need a code owner's review: "
-                + ", ".join(f"`{_cell(p)}`" for p in trusted_changes[:20]), ""]  # fmt: skip
+                + ", ".join(f"`{md_cell(p)}`" for p in trusted_changes[:20]), ""]  # fmt: skip
     out.append(f"Run folder (results, report.md with plots, logs): [artifact]({artifact_url})")
     if doc["outcome"] == "regression" or doc.get("fingerprint_changed"):
         out += ["", "<details><summary>The change is deliberate? Refresh the baselines</summary>",
@@ -189,7 +179,7 @@ def _body(doc: dict[str, Any], artifact_url: str, trusted_changes: list[str]) ->
 
 def render_comment(doc: dict[str, Any], artifact_url: str, trusted_changes: list[str]) -> str:
     gpu = doc["gpu"].get("name") or "GPU"
-    out = [MARKER, f"### ninfer GPU gate ({_cell(gpu)}): {_TITLE[doc['outcome']]}", ""]
+    out = [MARKER, f"### ninfer GPU gate ({md_cell(gpu)}): {_TITLE[doc['outcome']]}", ""]
     text = "\n".join(out + _body(doc, artifact_url, trusted_changes)) + "\n"
     return text[:COMMENT_LIMIT]
 
