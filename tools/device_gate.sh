@@ -17,7 +17,15 @@
 #   ab: --ab HEAD on the planted tree (the long A/B that sizes each point's planted
 #     slowdown; AB_ROUNDS rounds a side; AB_QTYPE, e.g. w8, for one format's points only);
 #   planted5, ab5: the same with the 5 % fixture (planted_w8_dec_q_5pct.patch);
-#   tests: the GPU tests of the pipeline (tests/gpu/test_bench_timer.py, test_gate.py).
+#   tests: the GPU tests of the pipeline (tests/gpu/test_bench_timer.py, test_gate.py;
+#     NINFER_GATE_POWER=1 adds the planted-regression test);
+#   fallback: the no-baseline path (a GPU with no baselines/<gpu>/) on the planted tree:
+#     bench --fallback-ab HEAD with AB_ROUNDS (default 4) rounds a side, and the PR
+#     comment and step summary rendered from its verdict.json into $OUT;
+#   asvplanted: asv continuous main -> planted (the bundle's branch `planted`, main plus
+#     the 10 % fixture as a commit) on ASV_BENCH (default: 9 W8 dec_q Qwen3_6_27b points).
+# DEADLINE_S: start no step that would, by its usual length, end after this many seconds
+# of the script (one device call has a fixed limit; a step cut short wastes its time).
 # BUNDLE: measure in a clone of the bundle's HEAD (real commit, clean tree, the history
 # the A/B's worktree needs). BASELINES=dir: use these baselines/h200 files instead of
 # the clone's (a baseline measured on another machine).
@@ -43,10 +51,23 @@ plant() { [[ $1 == *5 ]] && echo tests/fixtures/planted_w8_dec_q_5pct.patch || e
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
   echo "commit=$(git rev-parse HEAD) machine=$(hostname):$(head -c 8 /proc/sys/kernel/random/boot_id) steps=$STEPS"
 } 2>&1 | log
+# asv's regex ends in the quote of asv's parameter string: T1' is T=1, not T=16 or 128.
+[ -n "${ASV_BENCH:-}" ] || ASV_BENCH="Qwen3_6_27b.*(mtp_gate_up|mtp_down|gdn_output_gate)/.*/T(1|16|128)'"
+# Usual lengths on an H200 (docs/regress.md, docs/asv.md), for DEADLINE_S.
+usual() {
+  case $1 in
+    gate) echo 150 ;; planted*) echo 170 ;; ab*) echo 120 ;; fallback) echo 200 ;;
+    asvplanted) echo 330 ;; tests) echo 200 ;; noise) echo 420 ;; *) echo 60 ;;
+  esac
+}
 n=0
 for step in $STEPS; do
   n=$((n + 1))
   t0=$(date +%s)
+  if [ -n "${DEADLINE_S:-}" ] && [ $((SECONDS + $(usual "$step"))) -gt "$DEADLINE_S" ]; then
+    echo "== $n $step: skipped, would pass DEADLINE_S=$DEADLINE_S (at ${SECONDS} s)" | log
+    continue
+  fi
   echo "== $n $step" | log
   case $step in
     smoke)
@@ -82,6 +103,21 @@ for step in $STEPS; do
         ${AB_QTYPE:+--qtype "$AB_QTYPE"} > "runs/ab_$n.log" 2>&1
       echo "rc=$?" | log; grep -E "^(PASS|FAIL|UNDECIDED)|slower|faster" "runs/ab_$n.log" | tail -30 | log
       git checkout -q -- kernels ninfer ;;
+    fallback)
+      git apply "$(plant planted)" || { echo "patch does not apply" | log; continue; }
+      mkdir -p /tmp/no-baselines
+      timeout 400 $PY -m ninfer.regress bench --no-plots --baselines /tmp/no-baselines \
+        --fallback-ab HEAD --ab-rounds "${AB_ROUNDS:-4}" > "runs/fallback_$n.log" 2>&1
+      echo "rc=$?" | log; grep -E "^(PASS|FAIL|UNDECIDED)|no baseline|slower" "runs/fallback_$n.log" | tail -20 | log
+      run=$(ls -td runs/ab_all_* 2>/dev/null | head -1)
+      [ -n "$run" ] && $PY ninfer/regress/verdict.py "$run" --artifact-url "https://example.invalid/artifact" \
+        --comment "$OUT/fallback_comment.md" --summary "$OUT/fallback_summary.md" 2>&1 | log
+      git checkout -q -- kernels ninfer ;;
+    asvplanted)
+      ASV_HEAD=planted timeout 420 bash tools/asv_device.sh .whl/repo.bundle "$OUT/asv_planted" \
+        -b "$ASV_BENCH" \
+        -f 1.05 > "runs/asv_$n.log" 2>&1
+      echo "rc=$?" | log; grep -E "SIGNIFICANTLY|^\s*[+-]|ratio|Change" "runs/asv_$n.log" | tail -20 | log ;;
     tests)
       timeout 300 $PY -m pytest tests/gpu/test_bench_timer.py tests/gpu/test_gate.py -q -p no:cacheprovider 2>&1 \
         | tail -8 | log ;;
