@@ -11,7 +11,8 @@
 #   startup: import times and a profile of one round's process (suite all);
 #   noise: ninfer-regress noise, arena and pool layouts (NOISE_P processes, 2 allocs);
 #   baseline: ninfer-regress baseline --suite all (BASE_SUITES to add the model suites);
-#   gate: python -m ninfer.regress bench (what nox -s bench runs), CI defaults;
+#   gate: python -m ninfer.regress bench (what nox -s bench runs), CI defaults; the PR
+#     comment and step summary rendered from its verdict.json into $OUT (also planted*);
 #   planted: the same with tests/fixtures/planted_w8_dec_q.patch applied (the A/B
 #     confirmation measures it against the baseline's commit);
 #   ab: --ab HEAD on the planted tree (the long A/B that sizes each point's planted
@@ -46,6 +47,14 @@ STEPS=${*:-smoke noise baseline gate gate}
 mkdir -p runs
 log() { tee -a "$OUT/device.log"; }
 # The planted fixture a step applies: the 10 % one, or the 5 % one for steps ending in 5.
+# The PR comment and step summary from the newest run folder matching $1 (what gpu-pr.yml
+# renders), into $OUT/<step>_<n>_{comment,summary}.md.
+render() {
+  local run
+  run=$(find runs -mindepth 1 -maxdepth 1 -type d -name "$1" -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2-)
+  [ -n "$run" ] && $PY ninfer/regress/verdict.py "$run" --artifact-url "https://example.invalid/artifact" \
+    --comment "$OUT/$2_comment.md" --summary "$OUT/$2_summary.md" 2>&1 | log
+}
 plant() { [[ $1 == *5 ]] && echo tests/fixtures/planted_w8_dec_q_5pct.patch || echo tests/fixtures/planted_w8_dec_q.patch; }
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
@@ -91,11 +100,13 @@ for step in $STEPS; do
       done ;;
     gate)
       timeout 400 $PY -m ninfer.regress bench --no-plots > "runs/gate_$n.log" 2>&1
-      echo "rc=$?" | log; grep -E "^(PASS|FAIL|UNDECIDED)|confirming|not confirmed|->" "runs/gate_$n.log" | tail -20 | log ;;
+      echo "rc=$?" | log; grep -E "^(PASS|FAIL|UNDECIDED)|confirming|not confirmed|->" "runs/gate_$n.log" | tail -20 | log
+      render "all_*" "gate_$n" ;;
     planted | planted5)
       git apply "$(plant "$step")" || { echo "patch does not apply" | log; continue; }
       timeout 480 $PY -m ninfer.regress bench --no-plots > "runs/planted_$n.log" 2>&1
       echo "rc=$?" | log; grep -E "^(PASS|FAIL|UNDECIDED)|confirming|->" "runs/planted_$n.log" | tail -30 | log
+      render "all_*" "${step}_$n"
       git checkout -q -- kernels ninfer ;;
     ab | ab5)
       git apply "$(plant "$step")" || { echo "patch does not apply" | log; continue; }
@@ -109,9 +120,7 @@ for step in $STEPS; do
       timeout 400 $PY -m ninfer.regress bench --no-plots --baselines /tmp/no-baselines \
         --fallback-ab HEAD --ab-rounds "${AB_ROUNDS:-4}" > "runs/fallback_$n.log" 2>&1
       echo "rc=$?" | log; grep -E "^(PASS|FAIL|UNDECIDED)|no baseline|slower" "runs/fallback_$n.log" | tail -20 | log
-      run=$(ls -td runs/ab_all_* 2>/dev/null | head -1)
-      [ -n "$run" ] && $PY ninfer/regress/verdict.py "$run" --artifact-url "https://example.invalid/artifact" \
-        --comment "$OUT/fallback_comment.md" --summary "$OUT/fallback_summary.md" 2>&1 | log
+      render "ab_all_*" "fallback_$n"
       git checkout -q -- kernels ninfer ;;
     asvplanted)
       ASV_HEAD=planted timeout 420 bash tools/asv_device.sh .whl/repo.bundle "$OUT/asv_planted" \

@@ -113,16 +113,26 @@ def missing(exit_code: int, run_dir: Path) -> dict[str, Any]:
     return build(None, exit_code=2, mode="none", gpu={}, message=why)
 
 
-def _table(points: list[dict[str, Any]]) -> list[str]:
-    out = ["| point | labels | base µs | new µs | change | A/B | gate |",
-           "|---|---|---:|---:|---:|---|---|"]  # fmt: skip
+def _table(points: list[dict[str, Any]], ab_run: bool) -> list[str]:
+    # In an A/B run the comparison is itself the A/B: no second column for it.
+    if ab_run:
+        out = ["| point | labels | A µs (ref) | B µs (PR) | change | gate |",
+               "|---|---|---:|---:|---:|---|"]  # fmt: skip
+    else:
+        out = ["| point | labels | base µs | new µs | change | A/B | gate |",
+               "|---|---|---:|---:|---:|---|---|"]  # fmt: skip
     for p in points[:MAX_ROWS]:
         s, ab = p["separate"], p["ab"]
         labels = ", ".join(p["labels"][:2]) + (" …" if len(p["labels"]) > 2 else "")
-        abt = f"{ab['change_pct']:+.1f}% {ICON[ab['state']]}" if ab else "–"
+        if ab_run:
+            abt = ""
+        elif ab:
+            abt = f"{ab['change_pct']:+.1f}% {ICON[ab['state']]} | "
+        else:
+            abt = "– | "
         out.append(
             f"| {md_cell(p['point'])} | {md_cell(labels)} | {p['base_us']:.2f} | {p['new_us']:.2f} | "
-            f"{s['change_pct']:+.1f}% {ICON[s['state']]} | {abt} | **{p['gate']}** |"
+            f"{s['change_pct']:+.1f}% {ICON[s['state']]} | {abt}**{p['gate']}** |"
         )
     if len(points) > MAX_ROWS:
         out.append(f"\n_{len(points) - MAX_ROWS} more rows in the artifact's report.md._")
@@ -132,6 +142,7 @@ def _table(points: list[dict[str, Any]]) -> list[str]:
 def _body(doc: dict[str, Any], artifact_url: str, trusted_changes: list[str]) -> list[str]:
     out = [f"**{md_cell(doc['headline'] or doc['message'])}**", ""]
     mode = doc["mode"]
+    ab_run = mode.startswith("ab")
     if mode == "ab-no-baseline":
         out += [f"> No committed baseline for this GPU ({doc['gpu'].get('name', '?')}): this "
                 f"check is an A/B of the PR against `{(doc['ab_ref'] or '?')[:12]}` (its "
@@ -149,10 +160,10 @@ def _body(doc: dict[str, Any], artifact_url: str, trusted_changes: list[str]) ->
     flagged = [p for p in doc["points"] if p["gate"] != "same"]
     cleared = [p for p in doc["points"] if p["gate"] == "same"]
     if flagged:
-        out += ["Points the gate does not call *same*:", "", *_table(flagged), ""]
+        out += ["Points the gate does not call *same*:", "", *_table(flagged, ab_run), ""]
     if cleared:
         out += [f"<details><summary>{len(cleared)} point(s) the separate comparison left open, "
-                "found <i>same</i> by the A/B on this runner</summary>", "", *_table(cleared),
+                "found <i>same</i> by the A/B on this runner</summary>", "", *_table(cleared, ab_run),
                 "", "</details>", ""]  # fmt: skip
     if doc["not_measured"]:
         out += [f"Not measured ({len(doc['not_measured'])}): "

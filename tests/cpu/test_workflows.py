@@ -122,3 +122,31 @@ def test_a_missing_verdict_is_an_environment_error(tmp_path: Path) -> None:
                          "--comment", str(tmp_path / "c.md"), "--outcome-file", str(out)]) == 0  # fmt: skip
     assert out.read_text().strip() == "error"
     assert "environment error" in (tmp_path / "c.md").read_text()
+
+
+def test_the_no_baseline_comment_renders_from_real_h200_records(tmp_path: Path) -> None:
+    """A new GPU's first PR: the A/B of the planted W8 regression measured on an H200
+    (tests/fixtures/h200/planted_ab_*), rendered as the comment says it."""
+    import gzip
+
+    from ninfer import record
+    from ninfer.regress import verdict
+    from ninfer.regress.compare import compare
+
+    sides = []
+    for s in "AB":
+        out = tmp_path / f"{s}.json"
+        out.write_bytes(
+            gzip.decompress((ROOT / f"tests/fixtures/h200/planted_ab_{s}.json.gz").read_bytes())
+        )
+        sides.append(record.load_results(out))
+    c = compare(*sides, same_runner=True)
+    doc = verdict.build(c, exit_code=c.exit_code, mode="ab-no-baseline",
+                        gpu={"name": "NVIDIA H200", "key": "h200"}, ab_ref="7627899" + "0" * 33)  # fmt: skip
+    assert doc["outcome"] == "regression"
+    text = verdict.render_comment(doc, "https://example.invalid/a", [])
+    assert "No committed baseline for this GPU (NVIDIA H200)" in text and "`7627899" in text
+    rows = [ln for ln in text.splitlines() if ln.startswith("|")]
+    assert rows[0].startswith("| point | labels | A µs (ref) | B µs (PR) | change | gate |")
+    assert len({ln.count("|") for ln in rows}) == 1
+    assert "w8 a16 [34816,5120] T=16 | 27b.mtp_gate_up" in text and "**slower**" in text
