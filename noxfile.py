@@ -36,6 +36,12 @@ def _gpu_count() -> int:
     return sum(line.startswith("GPU ") for line in out.stdout.splitlines())
 
 
+# Asked once, when nox reads this file: a GPU session on a machine without a GPU then
+# runs with no venv at all and stops at its first line, instead of building and filling
+# an environment (CuPy, scipy, ...) only to say there is no GPU.
+_GPU_BACKEND = None if _gpu_count() else "none"
+
+
 def _install(session: nox.Session, *extras: str) -> None:
     wanted = ["test", *extras]
     if _gpu_count():
@@ -60,7 +66,7 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", *session.posargs, env={"NINFER_EXPECT_INSTALLED": "1"})
 
 
-@nox.session
+@nox.session(venv_backend=_GPU_BACKEND)
 def conformance(session: nox.Session) -> None:
     """The GPU suite only; fails (does not skip) without a GPU."""
     gpus = _gpu_count()
@@ -79,7 +85,7 @@ def conformance(session: nox.Session) -> None:
         session.run(py, "-m", "pytest", "-m", "gpu", *session.posargs)
 
 
-@nox.session
+@nox.session(venv_backend=_GPU_BACKEND)
 def bench(session: nox.Session) -> None:
     """Main job: measure the suite (default all), compare with baselines/<gpu>/."""
     if not _gpu_count():
@@ -98,9 +104,11 @@ def compare(session: nox.Session) -> None:
     _regress(session, "compare")
 
 
-@nox.session
+@nox.session(venv_backend=_GPU_BACKEND)
 def baseline(session: nox.Session) -> None:
     """Re-measure (10 rounds) and write baselines/<gpu>/: -- --reason '...' [--suite S]."""
+    if not _gpu_count():
+        session.error("baseline needs an NVIDIA GPU (nvidia-smi lists none); nothing measured")
     if not any(a == "--reason" or a.startswith("--reason=") for a in session.posargs):
         session.error("a baseline needs a reason: nox -s baseline -- --reason 'why it changed'")
     _regress(session, "baseline")

@@ -364,6 +364,11 @@ def _staged(path: Path, text: str) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        # mkstemp makes the file 0600; the renamed result gets what open() would give it
+        # (0666 less the umask), so a CI artifact or a shared results folder stays readable.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, "w") as f:
             f.write(text)
             f.flush()

@@ -193,8 +193,10 @@ class _LinearSuite:
     def setup(self, point: str) -> None:
         ok, reason = gpu_available()
         if not ok:
-            # asv reports the benchmark as skipped (its result is n/a, not a failure).
-            raise NotImplementedError(f"needs a CUDA GPU with CuPy: {reason}")
+            # A failure, not asv's skip (NotImplementedError): a skipped point reads n/a
+            # on both commits, and `asv continuous` then says "not significantly changed"
+            # and exits 0, a green run that measured nothing. A failed one exits 2.
+            raise RuntimeError(f"needs a CUDA GPU with CuPy: {reason}")
         key = f"{self.suite}:{point}"
         if key not in _PREPARED:
             _PREPARED[key] = _ColdCall(self.points[point])

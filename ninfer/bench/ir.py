@@ -26,6 +26,8 @@ from pathlib import Path
 from ..errors import UnsupportedProblem
 from ..formats.qtype import QType
 from ..policy import Policy
+from ..progress import Steps
+from ..record import write_text_atomic
 from ..routes import LAUNCHERS, QTYPE_ID, Problem, select, table_for
 from ..runtime.compile import OPTIONS
 from ..runtime.sources import assembled_source, kernels_digest, source_hash
@@ -230,10 +232,18 @@ def kernel_name(src: str, expr: str) -> tuple[str, str]:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="ninfer-bench ir", description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True, help="output folder (new, empty or ours)")
-    ap.add_argument("--arch", action="append", help="sm_XX, repeatable (default: this GPU's)")
-    ap.add_argument("--compiler", choices=["auto", "nvrtc", "nvcc"], default="auto")
+    ap = argparse.ArgumentParser(
+        prog="ninfer-bench ir",
+        description="The PTX and SASS of every kernel instance the route tables can launch, "
+        "one file each plus an index.tsv, so two commits diff file by file "
+        "(diff -r irA irB). Needs nvdisasm and cuobjdump (the dev extra); no GPU with --arch.",
+    )
+    ap.add_argument("--out", type=Path, required=True,
+                    help="output folder: new, empty, or an earlier ir output")  # fmt: skip
+    ap.add_argument("--arch", action="append",
+                    help="sm_XX, repeatable (default: this GPU's architecture)")  # fmt: skip
+    ap.add_argument("--compiler", choices=["auto", "nvrtc", "nvcc"], default="auto",
+                    help="auto: NVRTC as linear() compiles, nvcc only as a fallback (default: auto)")  # fmt: skip
     args = ap.parse_args(argv)
     try:
         return run(args.out, args.arch, args.compiler)
@@ -283,8 +293,12 @@ def run(out: Path, arch: list[str] | None, compiler: str) -> int:
         return _nvrtc(src, name, exprs, cc) if use_nvrtc else _nvcc(str(nvcc), src, name, exprs, cc)
 
     jobs = [(cc, n) for cc in ccs for n in dict.fromkeys(r.name for r in table_for(cc))]
-    with ThreadPoolExecutor(max_workers=2) as pool:  # the CPU machines have two cores
-        built = list(pool.map(build, jobs))
+    # Each build is an nvcc run of several seconds: ~50 s in all on two cores.
+    with ThreadPoolExecutor(max_workers=2) as pool, Steps(len(jobs), "ir builds") as steps:
+        built = []
+        for (cc, name), b in zip(jobs, pool.map(build, jobs), strict=True):
+            built.append(b)
+            steps.done(f"sm_{cc} {name}")
     rows, compilers = [], {}
     for (cc, name), (ptx, cubin, names, comp, opts) in zip(jobs, built, strict=True):
         compilers[f"sm_{cc}"] = f"{comp}: {' '.join(opts)}"
@@ -304,8 +318,8 @@ def run(out: Path, arch: list[str] | None, compiler: str) -> int:
             ptx_t = "\n".join(common + ptx_by[mangled]) + "\n"
             sass_t = "\n".join(sass_by[mangled]) + "\n"
             (out / rel).parent.mkdir(parents=True, exist_ok=True)
-            Path(out, f"{rel}.ptx").write_text(ptx_t)
-            Path(out, f"{rel}.sass").write_text(sass_t)
+            write_text_atomic(Path(out, f"{rel}.ptx"), ptx_t)
+            write_text_atomic(Path(out, f"{rel}.sass"), sass_t)
             ident = [f"sm_{cc}", name, kname, expr, targs, mangled]
             sha = [hashlib.sha256(t.encode()).hexdigest() for t in (ptx_t, sass_t)]
             res = [usage.get(mangled, {}).get(k, "-") for k in ("REG", "STACK", "LOCAL", "SHARED")]
@@ -313,8 +327,8 @@ def run(out: Path, arch: list[str] | None, compiler: str) -> int:
             uses_ = _use_columns(uses(cc).get((name, expr), []))
             files = [f"{rel}.ptx", f"{rel}.sass", *sha, *res, *map(str, counts)]
             rows.append([*ident, *uses_, *files, comp, " ".join(opts)])
-    idx.write_text("".join("\t".join(r) + "\n" for r in [COLUMNS, *rows]))
-    (out / "README.md").write_text(readme(compilers))
+    write_text_atomic(idx, "".join("\t".join(r) + "\n" for r in [COLUMNS, *rows]))
+    write_text_atomic(out / "README.md", readme(compilers))
     print(f"{len(rows)} kernel instances ({', '.join(compilers)}) -> {out}")
     return 0
 

@@ -13,14 +13,22 @@ power state after heavy points was); the arena takes it out as a variable all th
 
 ``pool``: the old way, kept to measure the difference: the CuPy pool, one weight group
 at a time in suite order, freed before the next, a workspace per point.
+
+``run_bytes`` is what either mode allocates, computed without a GPU: the CLI refuses a
+run above ``HARD_CAP_BYTES`` at parse time, and ``check_fits`` compares it with the
+device's free memory before anything is allocated.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import ml_dtypes
+import numpy as np
 
 from ..formats.layout import PLANES
 from ..formats.packed import PackedWeight
@@ -31,10 +39,24 @@ from .fixture import random_activations, random_device_weight
 from .points import BenchPoint, GroupKey, group_points
 
 ALIGN = 2 << 20
+GIB = 1 << 30
+# No single GPU has this much memory (the largest shipping have 288 GB, the largest
+# announced 1 TB), and one cudaMalloc cannot exceed one device, so a run needing more is
+# a typo in N, K or T: refused at parse time, where the device cannot be asked.
+HARD_CAP_BYTES = 4 << 40
+_CUDA_ERROR_MEMORY_ALLOCATION = 2  # cudaErrorMemoryAllocation, what a raw cudaMalloc gives
+
+
+class DeviceMemoryError(RuntimeError):
+    """The run's buffers do not fit the device's free memory."""
 
 
 def _up(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def gib(n: int) -> str:
+    return f"{n / GIB:,.1f} GiB"
 
 
 def weight_seed(n: int, k: int) -> int:
@@ -90,6 +112,89 @@ def _plane_bytes(q: QType, n: int, k: int) -> list[tuple[str, tuple[int, int], A
     return [(p.name, p.shape(n, k_padded(k)), p.dtype) for p in PLANES[q]]
 
 
+Slot = tuple[GroupKey | None, str, tuple[int, ...], Any]
+
+
+def _slots(points: Sequence[BenchPoint], flush_mib: int) -> list[Slot]:
+    """The arena's buffers in placement order: the flush, then each group's planes, x, out."""
+    slots: list[Slot] = [(None, "flush", (max(flush_mib, 1) << 20,), np.uint8)]
+    for g, pts in group_points(points).items():
+        q, _, n, k = g
+        tmax = max(p.t for p in pts)
+        slots += [(g, name, shape, dtype) for name, shape, dtype in _plane_bytes(q, n, k)]
+        slots += [
+            (g, "x", (tmax, k), ml_dtypes.bfloat16),
+            (g, "out", (tmax, n), ml_dtypes.bfloat16),
+        ]
+    return slots
+
+
+def _size(slot: Slot) -> int:
+    return _up(np.dtype(slot[3]).itemsize * math.prod(slot[2]))
+
+
+def run_bytes(points: Sequence[BenchPoint], flush_mib: int, mode: str = "arena") -> int:
+    """Device bytes a round allocates for its buffers: the whole arena, or for ``pool``
+    the flush plus the largest group. The workspace (which needs the device's route
+    table) and the fixture's temporaries are not counted; an OOM there is still caught."""
+    sizes = [(s[0], _size(s)) for s in _slots(points, flush_mib)]
+    if mode == "arena":
+        return sum(b for _, b in sizes)
+    per_group: dict[Any, int] = {}
+    for g, b in sizes:
+        per_group[g] = per_group.get(g, 0) + b
+    flush = per_group.pop(None)
+    return flush + max(per_group.values(), default=0)
+
+
+def check_cap(points: Sequence[BenchPoint], flush_mib: int, mode: str = "arena") -> None:
+    """Refuse, without a GPU, a run that no device could hold."""
+    need = run_bytes(points, flush_mib, mode)
+    if need > HARD_CAP_BYTES:
+        raise ValueError(
+            f"the run needs {gib(need)} of device memory ({mode}: weights, x, out, flush): "
+            f"expected at most {gib(HARD_CAP_BYTES)}, more than any GPU has"
+        )
+
+
+def check_fits(need: int) -> int:
+    """Compare ``need`` bytes with the current device's free memory (a cheap query that
+    allocates nothing), so a run too large fails with one line instead of an OOM.
+    Returns the free bytes."""
+    import cupy as cp
+
+    free, _total = cp.cuda.runtime.memGetInfo()
+    if need > free:
+        raise DeviceMemoryError(f"needs {gib(need)}, the GPU has {gib(free)} free")
+    return int(free)
+
+
+def _is_oom(e: BaseException) -> bool:
+    import cupy as cp
+
+    if isinstance(e, cp.cuda.memory.OutOfMemoryError):
+        return True
+    return (
+        isinstance(e, cp.cuda.runtime.CUDARuntimeError)
+        and getattr(e, "status", None) == _CUDA_ERROR_MEMORY_ALLOCATION
+    )
+
+
+@contextlib.contextmanager
+def _oom_as_error(need: int, free: int) -> Iterator[None]:
+    """CuPy's out-of-memory error (a traceback) as one DeviceMemoryError line; ``free``
+    is from before allocating, as the failed allocation's partial buffers still count."""
+    try:
+        yield
+    except Exception as e:
+        if _is_oom(e):
+            raise DeviceMemoryError(
+                f"needs {gib(need)} and the fixture's temporaries, the GPU had {gib(free)} "
+                f"free ({e})"
+            ) from None
+        raise
+
+
 def _build_group(g: GroupKey, tmax: int) -> Group:
     import cupy as cp
 
@@ -100,23 +205,22 @@ def _build_group(g: GroupKey, tmax: int) -> Group:
 
 
 def arena(points: Sequence[BenchPoint], flush_mib: int) -> RunMemory:
-    """Every buffer of ``points`` at fixed 2 MiB-aligned offsets of one allocation."""
+    """Every buffer of ``points`` at fixed 2 MiB-aligned offsets of one allocation.
+
+    Raises DeviceMemoryError, before allocating, when the arena exceeds the device's
+    free memory, and in place of CuPy's out-of-memory error while placing the buffers.
+    """
+    slots = _slots(points, flush_mib)
+    sizes = [_size(s) for s in slots]
+    free = check_fits(sum(sizes))
+    with _oom_as_error(sum(sizes), free):
+        return _place(points, slots, sizes)
+
+
+def _place(points: Sequence[BenchPoint], slots: list[Slot], sizes: list[int]) -> RunMemory:
     import cupy as cp
-    import ml_dtypes
 
     groups = group_points(points)
-    slots: list[tuple[Any, str, tuple[int, ...], Any]] = [
-        (None, "flush", (max(flush_mib, 1) << 20,), cp.uint8)
-    ]
-    for g, pts in groups.items():
-        q, _, n, k = g
-        tmax = max(p.t for p in pts)
-        slots += [(g, name, shape, dtype) for name, shape, dtype in _plane_bytes(q, n, k)]
-        slots += [
-            (g, "x", (tmax, k), ml_dtypes.bfloat16),
-            (g, "out", (tmax, n), ml_dtypes.bfloat16),
-        ]
-    sizes = [_up(int(cp.dtype(d).itemsize) * math.prod(s)) for _, _, s, d in slots]
     block = cp.cuda.Memory(sum(sizes))  # a plain cudaMalloc, outside the pool
     mem = RunMemory("arena", None, _blocks=[block])
     offset = 0
@@ -155,9 +259,13 @@ def pool_groups(
     """The old allocation: one group at a time from the CuPy pool, in suite order."""
     import cupy as cp
 
-    mem = RunMemory("pool", cp.empty(max(flush_mib, 1) << 18, cp.int32))
+    need = run_bytes(points, flush_mib, "pool")
+    free = check_fits(need)
+    with _oom_as_error(need, free):
+        mem = RunMemory("pool", cp.empty(max(flush_mib, 1) << 18, cp.int32))
     for g, pts in group_points(points).items():
-        mem.groups = {g: _build_group(g, max(p.t for p in pts))}
+        with _oom_as_error(need, free):
+            mem.groups = {g: _build_group(g, max(p.t for p in pts))}
         yield mem, pts
         mem.groups.clear()
     mem.free()

@@ -34,6 +34,12 @@ _SWEEP = re.compile(r"([0-9]+):([0-9]+)(?::([0-9]+))?")
 _SUITE_KEYS = frozenset({"suite", "policy", "t_classes", "entries"})
 _ENTRY_KEYS = frozenset({"label", "qtype", "n", "k", "t_class"})
 _ENTRY_OPTIONAL = frozenset({"policy"})  # per-entry override of the suite policy
+# The kernels take N, K and T as 32-bit ints (kernels/*.cu), so a larger value could only
+# wrap around inside a launch; refused here, before any GPU work.
+INT32_MAX = 2**31 - 1
+# Every T of a sweep is a timed point (capture, warmup and repeat calls, a flush per
+# sample), so more than this is a typo; expanding 1:2**31 would exhaust host memory first.
+MAX_SWEEP_POINTS = 1 << 16
 
 
 class SuiteError(ValueError):
@@ -53,8 +59,10 @@ class BenchPoint:
 
     def __post_init__(self) -> None:
         for name, value in (("N", self.n), ("K", self.k), ("T", self.t)):
-            if not _is_positive_int(value):
-                raise ValueError(f"bench point {name}: expected an int >= 1, got {value!r}")
+            why = dim_error(value)
+            if why:
+                raise ValueError(f"bench point {name}: {why}")
+        check_policy(self.qtype, self.policy)
 
     @property
     def key(self) -> PointKey:
@@ -74,6 +82,22 @@ class BenchPoint:
 def _is_positive_int(value: object) -> bool:
     # bool is an int subclass; YAML 'yes' must not become N=1.
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def dim_error(value: object) -> str | None:
+    """Why ``value`` is not a valid N, K or T (an int in [1, INT32_MAX]); None if it is."""
+    if not isinstance(value, int) or not _is_positive_int(value):
+        return f"expected an int >= 1, got {value!r}"
+    if value > INT32_MAX:
+        return f"expected an int <= {INT32_MAX} (int32), got {value!r}"
+    return None
+
+
+def check_policy(qtype: QType, policy: Policy) -> None:
+    """AllowA4 is legal for NVFP4 weights only: the rule ``linear()`` applies at call time,
+    applied here so a bad point is refused before any GPU work."""
+    if policy is Policy.A4 and qtype is not QType.NVFP4:
+        raise ValueError(f"policy a4: expected qtype nvfp4, got {qtype.value}")
 
 
 def suites_dir() -> Path:
@@ -103,12 +127,66 @@ def load_suite(name: str, root: Path | None = None) -> list[BenchPoint]:
     return merge_points(points)
 
 
+class _DuplicateKey(yaml.constructor.ConstructorError):
+    pass
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load, except that a key given twice in one mapping is an error.
+
+    yaml.safe_load keeps the last of duplicate keys, so ``n: 64`` then ``n: 128`` (or a
+    second ``policy``) would silently change what is measured.
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        # Before flatten_mapping: keys merged in with '<<' may be overridden, per YAML.
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:  # unhashable: the base constructor reports it
+                continue
+            if first is not None:
+                raise _DuplicateKey(
+                    None,
+                    None,
+                    f"expected unique mapping keys, got {key!r} again (first at line {first})",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+def _yaml_error(path: Path, e: yaml.YAMLError) -> SuiteError:
+    # PyYAML's str() spans several lines with a source excerpt; the CLI prints one line.
+    mark = getattr(e, "problem_mark", None)
+    where = f"{path}: line {mark.line + 1}" if mark is not None else str(path)
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    if isinstance(e, _DuplicateKey):
+        return SuiteError(f"{where}: {problem}")
+    context = getattr(e, "context", None)
+    return SuiteError(
+        f"{where}: expected valid YAML, got {problem}" + (f" ({context})" if context else "")
+    )
+
+
 def load_suite_file(path: Path, expect_name: str | None = None) -> list[BenchPoint]:
     """Parse and validate one suite YAML file (schema: see suites/qwen3_6_27b.yaml)."""
     try:
-        doc = yaml.safe_load(path.read_text())
+        text = path.read_text()
+    except FileNotFoundError:
+        raise SuiteError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise SuiteError(f"{path}: expected a file, got a directory") from None
+    except OSError as e:
+        raise SuiteError(f"{path}: not readable ({e.strerror})") from None
+    try:
+        doc = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: plain data only
     except yaml.YAMLError as e:
-        raise SuiteError(f"{path}: expected valid YAML, got a parse error: {e}") from None
+        raise _yaml_error(path, e) from None
     return parse_suite(doc, where=str(path), expect_name=expect_name)
 
 
@@ -149,8 +227,13 @@ def parse_suite(doc: Any, where: str = "suite", expect_name: str | None = None) 
             else policy
         )
         for dim in ("n", "k"):
-            if not _is_positive_int(entry[dim]):
-                raise SuiteError(f"{loc}.{dim}: expected an int >= 1, got {entry[dim]!r}")
+            why = dim_error(entry[dim])
+            if why:
+                raise SuiteError(f"{loc}.{dim}: {why}")
+        try:
+            check_policy(qtype, entry_policy)
+        except ValueError as e:
+            raise SuiteError(f"{loc}: {e}") from None
         t_class = entry["t_class"]
         if not isinstance(t_class, str) or t_class not in classes:
             raise SuiteError(f"{loc}.t_class: expected one of {sorted(classes)}, got {t_class!r}")
@@ -210,6 +293,8 @@ def _parse_t_classes(value: Any, where: str) -> dict[str, tuple[int, ...]]:
                 f"{where}.{name}: expected a non-empty, strictly ascending list of ints >= 1, "
                 f"got {ts!r}"
             )
+        if ts[-1] > INT32_MAX:
+            raise SuiteError(f"{where}.{name}: expected T <= {INT32_MAX} (int32), got {ts[-1]}")
         out[str(name)] = tuple(ts)
     return out
 
@@ -243,7 +328,14 @@ def parse_sweep(spec: str) -> list[int]:
         raise ValueError(f"sweep {spec!r}: expected LO <= HI, got LO={lo} > HI={hi}")
     if step < 1:
         raise ValueError(f"sweep {spec!r}: expected STEP >= 1, got STEP={step}")
-    return list(range(lo, hi + 1, step))
+    if hi > INT32_MAX:
+        raise ValueError(f"sweep {spec!r}: expected HI <= {INT32_MAX} (int32), got HI={hi}")
+    ts = range(lo, hi + 1, step)
+    if len(ts) > MAX_SWEEP_POINTS:
+        raise ValueError(
+            f"sweep {spec!r}: expected at most {MAX_SWEEP_POINTS} T values, got {len(ts)}"
+        )
+    return list(ts)
 
 
 def group_points(points: Iterable[BenchPoint]) -> dict[GroupKey, list[BenchPoint]]:

@@ -15,6 +15,7 @@ import argparse
 import functools
 import os
 import random
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from ..gpus import lookup
 from ..ops import linear, linear_workspace_bytes
 from ..policy import Policy
 from .env import environment
-from .memory import RunMemory, arena, pool_groups
+from .memory import DeviceMemoryError, RunMemory, arena, check_fits, pool_groups, run_bytes
 from .metrics import Ceilings, byte_breakdown, point_metrics
 from .peers import PeerUnavailable, applies, cublas_call, tinygemm_call
 from .points import BenchPoint, group_points
@@ -94,12 +95,29 @@ COLUMNS = [
 ]
 
 
+def _widths(extra: list[str]) -> list[int]:
+    # Rows print as their points finish, so the table cannot be laid out from all its
+    # cells at once (as compare's tabulate table is): every column gets a fixed width,
+    # wide enough for its header and its format, and the header uses the same widths.
+    fmt = [max(len(k), int(re.search(r"\d+", f).group())) for k, f in COLUMNS]  # type: ignore[union-attr]
+    return fmt + [max(len(k), 9) for k in extra]
+
+
+def _fmt_header(extra: list[str]) -> str:
+    names = [k for k, _ in COLUMNS] + extra
+    aligns = [f[2] for _, f in COLUMNS] + [">"] * len(extra)
+    return " ".join(f"{n:{a}{w}}" for n, a, w in zip(names, aligns, _widths(extra), strict=True))
+
+
 def _fmt_row(row: dict[str, Any], extra: list[str]) -> str:
     cells = [f.format(row[k]) for k, f in COLUMNS]
     for k in extra:
         v = row.get(k)
-        cells.append(f"{v:>9.2f}" if isinstance(v, float) else f"{'-':>9}")
-    return " ".join(cells)
+        cells.append(f"{v:.2f}" if isinstance(v, float) else "-")
+    aligns = [f[2] for _, f in COLUMNS] + [">"] * len(extra)
+    return " ".join(
+        f"{c.strip():{a}{w}}" for c, a, w in zip(cells, aligns, _widths(extra), strict=True)
+    )
 
 
 def _order(points: list[BenchPoint], seed: int | None) -> list[BenchPoint]:
@@ -177,10 +195,23 @@ def _static(p: BenchPoint, s: Any, ceil: Ceilings) -> dict[str, Any]:
 
 
 def run_points(args: argparse.Namespace, points: list[BenchPoint]) -> int:
+    """Exit status 2, with one line, when the buffers do not fit the device: checked
+    before the environment, the probe or any allocation, and again as each round places
+    its buffers (an out-of-memory error there reads the same)."""
     import cupy as cp
 
     dev = cp.cuda.Device(args.device)
     dev.use()
+    try:
+        check_fits(run_bytes(points, args.flush_mib, getattr(args, "memory", "arena")))
+        return _run(args, points, dev)
+    except DeviceMemoryError as e:
+        print(f"ninfer-bench: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace, points: list[BenchPoint], dev: Any) -> int:
+    timer: ColdTimer | None = None
     env = environment(args.device)
     ceil = ceilings(env)
     tel = Telemetry(pci_bus_id=dev.pci_bus_id)
@@ -227,13 +258,14 @@ def run_points(args: argparse.Namespace, points: list[BenchPoint]) -> int:
     print(f"execution={args.execution} warmup={args.warmup} repeat={args.repeat} allocs={allocs}")
     if not tel.available:
         print(f"telemetry: NVML unavailable ({tel.error}); rounds are not checked for throttling")
-    print(" ".join(k for k, _ in COLUMNS) + ("  " + " ".join(extra) if extra else ""))
+    print(_fmt_header(extra))
     ctx = {"telemetry": tel, "max_sm_mhz": tel.max_sm_mhz()}
     env["max_sm_mhz"] = ctx["max_sm_mhz"]
     env["power_limit_w"] = tel.power_limit_w()
     t_start = time.time()
     out_path: Path | None = args.json_out
     prev_median: dict[tuple[Any, ...], float] = {}
+    m: dict[str, Any] | None = None
     for a in range(allocs):
         rseed = None if seed is None else seed + a
         doc["rounds"].append({
@@ -277,7 +309,10 @@ def run_points(args: argparse.Namespace, points: list[BenchPoint]) -> int:
                     record.write_json(out_path, doc, check=False)
         doc["rounds"][-1]["wall_s"] = time.time() - t_round
         mem.free()
+        # The next round's arena is checked against the free memory (memory.check_fits):
+        # the timer's flush view and the last call's x, w, out must not keep this one's.
         del batches, mem
+        timer = m = None
     wall = time.time() - t_start
     doc["wall_s"] = wall
     print(

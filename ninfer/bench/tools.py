@@ -10,7 +10,12 @@ import shutil
 import subprocess
 import sys
 
+from ..formats.qtype import QType
+from ..policy import Policy
+from .cli import build_parser, count_arg
+from .memory import check_cap
 from .metrics import byte_breakdown
+from .points import INT32_MAX, BenchPoint
 
 
 def main(argv: list[str]) -> int:
@@ -21,8 +26,12 @@ def main(argv: list[str]) -> int:
 
 
 def probe(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="ninfer-bench probe")
-    ap.add_argument("--force", action="store_true", help="re-measure even if cached")
+    ap = argparse.ArgumentParser(
+        prog="ninfer-bench probe",
+        description="Measure this GPU's sustained read bandwidth (a 4 GiB read) and cache it "
+        "per GPU model; the metrics' READ_pct divides by it. Prints the cached figures.",
+    )
+    ap.add_argument("--force", action="store_true", help="re-measure even if a cached value exists")
     args = ap.parse_args(argv)
     from ..runtime.cupy_env import NoGPUError, require_cupy
 
@@ -50,13 +59,23 @@ def ncu(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(
         prog="ninfer-bench ncu", description="Nsight Compute on one --profile point"
     )
-    ap.add_argument("--qtype", required=True)
-    ap.add_argument("--policy", default="a16")
-    ap.add_argument("--n", type=int, required=True)
-    ap.add_argument("--k", type=int, required=True)
-    ap.add_argument("--t", type=int, required=True)
-    ap.add_argument("--ncu", default=os.environ.get("NCU", "ncu"))
+    ap.add_argument(
+        "--qtype", required=True, choices=[q.value for q in QType], help="weight format"
+    )
+    ap.add_argument("--policy", default="a16", choices=[p.value for p in Policy],
+                    help="activation policy (default: a16)")  # fmt: skip
+    ap.add_argument("--n", type=count_arg(1, INT32_MAX), required=True, help="output features")
+    ap.add_argument("--k", type=count_arg(1, INT32_MAX), required=True, help="input features")
+    ap.add_argument("--t", type=count_arg(1, INT32_MAX), required=True, help="tokens")
+    ap.add_argument("--ncu", default=os.environ.get("NCU", "ncu"),
+                    help="the ncu binary (default: $NCU or ncu on PATH)")  # fmt: skip
     args = ap.parse_args(argv)
+    # The point is refused here, as the main CLI would, not after Nsight Compute starts.
+    try:
+        pt = BenchPoint(QType.parse(args.qtype), Policy.parse(args.policy), args.n, args.k, args.t)
+        check_cap([pt], build_parser().get_default("flush_mib"))
+    except ValueError as e:
+        ap.error(str(e))
     exe = shutil.which(args.ncu)
     if exe is None:
         print(f"ninfer-bench: error: Nsight Compute not found ({args.ncu})", file=sys.stderr)
@@ -111,8 +130,6 @@ def ncu(argv: list[str]) -> int:
         read += _num(row.get("dram__bytes_read.sum", "0"))
         write += _num(row.get("dram__bytes_write.sum", "0"))
         dur += _num(row.get("gpu__time_duration.sum", "0"))
-    from ..formats.qtype import QType
-
     bb = byte_breakdown(QType.parse(args.qtype), args.n, args.k, args.t)
     print(f"kernels: {len(kernels)} ({', '.join(sorted(set(kernels)))})")
     print(f"dram_read_bytes={read:.0f} dram_write_bytes={write:.0f} gpu_time_ns={dur:.0f}")

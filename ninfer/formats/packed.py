@@ -10,14 +10,36 @@ from typing import Any
 import numpy as np
 
 from .layout import PLANES
-from .qtype import QType, k_padded, weight_bytes
+from .qtype import K_ALIGN, QType, k_padded, weight_bytes
+from .tiling import ROWS
+
+# The kernels take N, K, K_pad and T as int32 (routes/launch.py ``_Params``); a larger
+# value would wrap in the parameter block, not fail. N and K are bounded so that their
+# padded extents (N to a band of ROWS, K to K_pad) fit as well.
+INT32_MAX = 2**31 - 1
+N_MAX = INT32_MAX // ROWS * ROWS
+K_MAX = INT32_MAX // K_ALIGN * K_ALIGN
+
+
+def _extent(name: str, value: Any, limit: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+    v = int(value)
+    if v < 1:
+        raise ValueError(f"{name}: expected {name} >= 1, got {v}")
+    if v > limit:
+        raise ValueError(f"{name}: expected {name} <= {limit} (the kernels take int32), got {v}")
+    return v
 
 
 @dataclass(frozen=True)
 class PackedWeight:
     """A packed ``[N, K]`` weight. Planes are NumPy arrays (host) or CuPy arrays (device).
 
-    ``tensor_scale`` is NVFP4's FP32 per-tensor scale (1.0 for the other formats).
+    ``device_id`` None means a host weight: every plane a ``numpy.ndarray``. An int means
+    a device weight: every plane a C-contiguous CuPy array on that device. Construction
+    checks this once, so ``linear()`` can trust ``is_device`` and the plane spans on
+    every call. ``tensor_scale`` is NVFP4's FP32 per-tensor scale (1.0 for the others).
     """
 
     qtype: QType
@@ -28,6 +50,16 @@ class PackedWeight:
     device_id: int | None = field(default=None)
 
     def __post_init__(self) -> None:
+        # Normalised to int: n and k key the dispatch caches and fill int32 parameters.
+        object.__setattr__(self, "n", _extent("N", self.n, N_MAX))
+        object.__setattr__(self, "k", _extent("K", self.k, K_MAX))
+        dev = self.device_id
+        if dev is not None:
+            if isinstance(dev, bool) or not isinstance(dev, (int, np.integer)):
+                raise TypeError(f"device_id: expected an int or None, got {type(dev).__name__}")
+            if dev < 0:
+                raise ValueError(f"device_id: expected a device index >= 0, got {dev}")
+            object.__setattr__(self, "device_id", int(dev))
         expected = PLANES[self.qtype]
         names = tuple(p.name for p in expected)
         if tuple(self.planes) != names:
@@ -36,6 +68,7 @@ class PackedWeight:
             )
         for p in expected:
             arr = self.planes[p.name]
+            self._check_placement(p.name, arr)
             want = p.shape(self.n, self.k_pad)
             if tuple(arr.shape) != want or np.dtype(arr.dtype) != p.dtype:
                 raise ValueError(
@@ -44,6 +77,33 @@ class PackedWeight:
                 )
         if not np.isfinite(self.tensor_scale) or self.tensor_scale <= 0:
             raise ValueError(f"tensor_scale: expected finite > 0, got {self.tensor_scale}")
+
+    def _check_placement(self, name: str, arr: Any) -> None:
+        where = f"{self.qtype.name} plane {name!r}"
+        if self.device_id is None:
+            if not isinstance(arr, np.ndarray):
+                raise TypeError(
+                    f"{where}: expected a host numpy.ndarray (device_id None), "
+                    f"got {type(arr).__name__}"
+                )
+            return
+        # What plane_ptrs / plane_spans and the launchers read: a CuPy MemoryPointer.
+        mem = getattr(arr, "data", None)
+        got = getattr(mem, "device_id", None)
+        if isinstance(arr, np.ndarray) or got is None or not hasattr(mem, "ptr"):
+            kind = (
+                "a host numpy.ndarray (use to_device())"
+                if isinstance(arr, np.ndarray)
+                else type(arr).__name__
+            )
+            raise TypeError(
+                f"{where}: expected a CuPy array on device {self.device_id}, got {kind}"
+            )
+        if got != self.device_id:
+            raise ValueError(f"{where}: expected device {self.device_id}, got device {got}")
+        if not arr.flags.c_contiguous:
+            # Kernels address a plane as one dense block from its base pointer.
+            raise ValueError(f"{where}: expected a C-contiguous array, got strides {arr.strides}")
 
     @property
     def k_pad(self) -> int:

@@ -129,6 +129,7 @@ def cached_probe(gpu_key: str, force: bool = False) -> dict[str, Any] | None:
 def probe_and_cache(gpu_key: str) -> dict[str, Any]:
     res = run_probe()
     p = cache_path(gpu_key)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(res, indent=1))
+    from ..record import write_text_atomic  # a killed probe leaves no half-written cache
+
+    write_text_atomic(p, json.dumps(res, indent=1))
     return res

@@ -38,7 +38,7 @@ GPUS: tuple[GpuSpec, ...] = (
         exclude=("Laptop",),
         dram_spec_gbps=1792.0,  # datasheet: 512-bit GDDR7 at 28 Gbps
         measured_read_gbps=1674.5,  # measured: seed 000 §4, tools/hbm_bandwidth_probe.cu
-        read_note="4 GiB uint4 read, seed 000",
+        read_note="a 4 GiB uint4 read on an RTX 5090 (tools/hbm_bandwidth_probe.cu)",
         bf16_dense_tflops=209.5,  # datasheet (Blackwell whitepaper), dense, FP32 accumulate
         l2_mb=96.0,  # datasheet
     ),
@@ -49,7 +49,7 @@ GPUS: tuple[GpuSpec, ...] = (
         exclude=("NVL",),  # H200 NVL: same HBM, lower clocks and TDP
         dram_spec_gbps=4800.0,  # datasheet: 4.8 TB/s HBM3e
         measured_read_gbps=4550.0,  # measured: anchors read_GBps, best grid (4550.4)
-        read_note="uint4 read over 4 GiB, 2026-11-30, ../shared/anchors",
+        read_note="a 4 GiB uint4 read on an H200, 2026-11-30",
         bf16_dense_tflops=989.4,  # datasheet: 1979 with sparsity, half of it dense
         l2_mb=60.0,  # measured: device property l2 = 62914560 B in the anchor run
     ),

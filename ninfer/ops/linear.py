@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from ..formats.packed import PackedWeight
+from ..formats.packed import INT32_MAX, PackedWeight
 from ..formats.qtype import QType
 from ..policy import Policy
 from ..routes import table
@@ -47,6 +47,8 @@ def _check_t(t: Any) -> int:
         raise TypeError(f"T: expected an int, got {type(t).__name__}")
     if t < 1:
         raise ValueError(f"T: expected T >= 1, got {t}")
+    if t > INT32_MAX:
+        raise ValueError(f"T: expected T <= {INT32_MAX} (the kernels take int32), got {t}")
     return t
 
 
@@ -60,6 +62,11 @@ def _check_activation(a: DevArray, what: str, rows: int | None, cols: int, w: Pa
     t = a.shape[0]
     if rows is None and t < 1:
         raise ValueError(f"{what}: expected T >= 1 rows, got shape {a.shape}")
+    if rows is None and t > INT32_MAX:
+        # Before the layout checks: a stride-0 view is how a T this large gets here at all.
+        raise ValueError(
+            f"{what}: expected T <= {INT32_MAX} rows (the kernels take int32), got shape {a.shape}"
+        )
     want = (t if rows is None else rows, cols)
     if a.shape != want:
         raise ValueError(f"{what}: expected shape {want}, got {a.shape}")
@@ -74,6 +81,16 @@ def _check_activation(a: DevArray, what: str, rows: int | None, cols: int, w: Pa
 
 def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] < b[1] and b[0] < a[1]
+
+
+def _check_off_weight(span: tuple[int, int], what: str, w: PackedWeight) -> None:
+    # Kernels read the planes while they write out / the workspace: any shared byte races.
+    lo, hi = span
+    for name, plo, phi in w.plane_spans:
+        if lo < phi and plo < hi:
+            raise ValueError(
+                f"{what}: expected memory disjoint from the weight, got overlap with plane {name!r}"
+            )
 
 
 # Every route-table object the caches have been keyed by, kept alive: the key is the
@@ -125,8 +142,11 @@ def linear(
     """Compute ``out = x · W^T`` in BF16 with FP32 accumulation, on ``stream``.
 
     x: (T, K) bfloat16 and out: (T, N) bfloat16, row-major CuPy arrays or torch CUDA
-    tensors on the weight's device. ``workspace``: a device buffer of at least
-    ``linear_workspace_bytes(w, T, policy)`` bytes (None when that is 0).
+    tensors (without ``requires_grad``: there is no autograd) on the weight's device.
+    ``workspace``: a device buffer of at least ``linear_workspace_bytes(w, T, policy)``
+    bytes (None when that is 0), disjoint from x, out and the weight. ``stream``: None
+    (the current stream of the weight's device), a CuPy or torch stream of that device,
+    or a raw handle, whose device cannot be known and is the caller's to get right.
     Raises TypeError / ValueError for bad input and ninfer.UnsupportedProblem for a
     legal geometry no route implements, always before any launch.
     """
@@ -136,14 +156,11 @@ def linear(
     od = describe(out, "out")
     t = _check_activation(xd, "x", None, wd.k, wd)
     _check_activation(od, "out", t, wd.n, wd)
-    if _overlap(xd.span(), od.span()):
-        raise ValueError("out: expected memory disjoint from x, got overlapping buffers (aliasing)")
+    xspan = xd.span()
     ospan = od.span()
-    for name, lo, hi in wd.plane_spans:
-        if _overlap(ospan, (lo, hi)):
-            raise ValueError(
-                f"out: expected memory disjoint from the weight, got overlap with plane {name!r}"
-            )
+    if _overlap(xspan, ospan):
+        raise ValueError("out: expected memory disjoint from x, got overlapping buffers (aliasing)")
+    _check_off_weight(ospan, "out", wd)
     d = _dispatch(wd, t, pol)
     need = int(d.route.launcher.workspace_bytes(d.problem))
     ws_ptr = 0
@@ -152,17 +169,22 @@ def linear(
         if wsd.device != wd.device_id:
             raise ValueError(f"workspace: expected device {wd.device_id}, got device {wsd.device}")
         if not wsd.c_contiguous:
-            raise ValueError("workspace: expected a contiguous buffer")
+            raise ValueError(f"workspace: expected a contiguous buffer, got strides {wsd.strides}")
         if wsd.nbytes < need:
             raise ValueError(f"workspace: expected at least {need} bytes, got {wsd.nbytes}")
-        if _overlap(wsd.span(), od.span()) or _overlap(wsd.span(), xd.span()):
-            raise ValueError("workspace: expected memory disjoint from x and out")
+        wspan = wsd.span()
+        if _overlap(wspan, xspan) or _overlap(wspan, ospan):
+            which = "x" if _overlap(wspan, xspan) else "out"
+            raise ValueError(
+                f"workspace: expected memory disjoint from x and out, got overlap with {which}"
+            )
+        _check_off_weight(wspan, "workspace", wd)
         if need > 0 and wsd.ptr % 16:
             raise ValueError(f"workspace: expected a 16-byte aligned address, got {wsd.ptr:#x}")
         ws_ptr = wsd.ptr
     elif need > 0:
         raise ValueError(f"workspace: expected a device buffer of at least {need} bytes, got None")
-    handle = resolve_stream(stream, prefer_torch="torch" in (xd.kind, od.kind))
+    handle = resolve_stream(stream, "torch" in (xd.kind, od.kind), wd.device_id)
     d.plan().run(xd.ptr, od.ptr, handle, ws_ptr)
 
 

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..progress import Steps
 from ..record import Results, ResultsError
 from .runner import RoundPlan, Side, merge_rounds, run_round
 
@@ -88,15 +89,19 @@ def run_ab(
     e.g. the planted regression's). (A, B, A's commit)."""
     ab_dir = run_dir / "ab"
     ab_dir.mkdir(parents=True, exist_ok=True)
-    with worktree(repo, ref) as tree, (ab_dir / "run.log").open("a") as log:
+    with (
+        worktree(repo, ref) as tree,
+        (ab_dir / "run.log").open("a") as log,
+        Steps(2 * rounds, "A/B rounds") as steps,
+    ):
         sides = {"A": Side("A", tree), "B": Side("B", b_tree)}
         paths: dict[str, list[Path]] = {"A": [], "B": []}
         merged: dict[str, Results | None] = {"A": None, "B": None}
-        for n, (name, i) in enumerate(schedule(rounds)):
+        for name, i in schedule(rounds):
             if busy_check is not None:
                 busy_check(log)
-            print(f"A/B round {n + 1}/{2 * rounds}: {name}", flush=True)
             rc, out = run_round(ab_dir, plan, i, sides[name], log)
+            steps.done(f"{name}{i + 1}")
             if rc not in (0, 1):
                 raise AbError(f"A/B side {name} round {i} exited {rc}; see {ab_dir}/run.log")
             paths[name].append(out)

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..bench.cli import count_arg
-from ..record import Results, ResultsError, load_baseline, load_results
+from ..bench.cli import HelpFormatter, count_arg
+from ..record import Results, ResultsError, key_str, load_baseline, load_results
 from .baseline_cmd import cmd_baseline, is_sentence
 from .compare import EXIT_ERROR, EXIT_PASS, Comparison, compare, text_table, with_confirmation
 from .runner import BASELINE_ROUNDS, DEFAULT_ROUNDS, RoundPlan
@@ -41,12 +41,22 @@ def _fraction(lo: float, hi: float) -> Any:
     return parse
 
 
+def _seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not 0 <= v < 86400:
+        raise argparse.ArgumentTypeError(f"expected 0 <= seconds < 86400, got {v}")
+    return v
+
+
 def _stat_args(ap: argparse.ArgumentParser) -> None:
     # Checked at parse time: a bad flag must not cost a whole GPU run first.
     ap.add_argument("--threshold", type=_fraction(0, 1), default=DEFAULT_THRESHOLD,
-                    help="relative change that counts (default 0.05 = 5 %%)")  # fmt: skip
+                    help="relative change that counts (0.05 = 5 %%)")  # fmt: skip
     ap.add_argument("--alpha", type=_fraction(0, 0.5), default=DEFAULT_ALPHA,
-                    help="significance after Benjamini-Hochberg (default 0.01)")  # fmt: skip
+                    help="significance after Benjamini-Hochberg over the points")  # fmt: skip
     ap.add_argument("--strict", action="store_true", help="fail (exit 1) on unknown points too")
     ap.add_argument("--allow-missing", action="store_true",
                     help="baseline points absent from the new run do not fail the gate")  # fmt: skip
@@ -55,18 +65,20 @@ def _stat_args(ap: argparse.ArgumentParser) -> None:
 def _bench_args(ap: argparse.ArgumentParser, rounds: int) -> None:
     from ..bench.points import SUITE_NAMES
 
-    ap.add_argument("--suite", choices=SUITE_NAMES, default="all", help="(default all)")
+    ap.add_argument("--suite", choices=SUITE_NAMES, default="all", help="the suite to measure")
     ap.add_argument("--rounds", type=count_arg(2), default=rounds,
-                    help=f"rounds, each a fresh process (default {rounds})")  # fmt: skip
-    ap.add_argument("--repeat", type=count_arg(1), default=20, help="samples a round (default 20)")
-    ap.add_argument("--warmup", type=count_arg(0), default=3, help="(default 3)")
-    ap.add_argument("--device", type=count_arg(0), default=0, help="(default 0)")
+                    help="rounds, each a fresh process with the points shuffled")  # fmt: skip
+    ap.add_argument("--repeat", type=count_arg(1), default=20, help="samples per point and round")
+    ap.add_argument("--warmup", type=count_arg(0), default=3, help="untimed calls per point")
+    ap.add_argument("--device", type=count_arg(0), default=0, help="CUDA device index")
     ap.add_argument("--seed", type=count_arg(0), default=None,
                     help="order seed of the rounds (default: from the clock; recorded)")  # fmt: skip
-    ap.add_argument("--baselines", type=Path, default=Path("baselines"))
-    ap.add_argument("--runs", type=Path, default=Path("runs"))
-    ap.add_argument("--idle-wait", type=float, default=120.0,
-                    help="seconds to wait for a busy GPU to become idle (default 120)")  # fmt: skip
+    ap.add_argument("--baselines", type=Path, default=Path("baselines"),
+                    help="folder of <gpu>/<suite>.json baselines")  # fmt: skip
+    ap.add_argument("--runs", type=Path, default=Path("runs"),
+                    help="where run folders <suite>_<timestamp>/ are made")  # fmt: skip
+    ap.add_argument("--idle-wait", type=_seconds, default=120.0,
+                    help="seconds to wait for a busy GPU to become idle")  # fmt: skip
 
 
 def _qtypes() -> list[str]:
@@ -78,53 +90,97 @@ def _qtypes() -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     from .ab import AB_ROUNDS
 
-    ap = argparse.ArgumentParser(prog="ninfer-regress", description=__doc__)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("bench", help="measure the suite, compare with baselines/<gpu>/")
+    ap = argparse.ArgumentParser(
+        prog="ninfer-regress",
+        description=(
+            "The regression gate: measure the suite in rounds of fresh processes, compare\n"
+            "with the committed baseline of this GPU model, confirm by an A/B on this GPU.\n"
+            "ninfer-regress COMMAND --help shows a command's options. docs/regress.md."
+        ),
+        epilog=(
+            "exit status: 0 pass, 1 regression (or a point that failed to run), 2 usage or\n"
+            "environment error (no GPU, busy GPU, no baseline, unreadable file, another GPU\n"
+            "model, a confirmation that could not run)."
+        ),
+        formatter_class=HelpFormatter,
+    )
+    sub = ap.add_subparsers(dest="cmd", required=True, title="commands", metavar="COMMAND")
+    b = sub.add_parser(
+        formatter_class=HelpFormatter,
+        name="bench",
+        help="measure the suite, compare with baselines/<gpu>/",
+    )
     _bench_args(b, DEFAULT_ROUNDS)
     _stat_args(b)
     b.add_argument("--ab", metavar="REF",
                    help="instead: HEAD against REF, all points, interleaved on this GPU")  # fmt: skip
     b.add_argument("--qtype", action="append", choices=_qtypes(), default=None,
-                   help="with --ab: only this format's points (repeatable; default all)")  # fmt: skip
+                   help="with --ab: only this format's points (repeatable; default: all formats)")  # fmt: skip
     b.add_argument("--ab-rounds", type=count_arg(2), default=AB_ROUNDS,
-                   help=f"rounds a side of an A/B (default {AB_ROUNDS})")  # fmt: skip
+                   help="rounds a side of an A/B")  # fmt: skip
     b.add_argument("--fallback-ab", metavar="REF",
                    help="where this GPU has no baseline: an A/B against REF instead (CI: the "
                    "PR's merge-base)")  # fmt: skip
     b.add_argument("--no-confirm", action="store_true",
                    help="do not confirm points that are not 'same' by an A/B (report only)")  # fmt: skip
-    b.add_argument("--no-plots", action="store_true")
-    c = sub.add_parser("compare", help="compare two result files as separate runs (baseline first)")
-    c.add_argument("base", type=Path)
-    c.add_argument("new", type=Path)
+    b.add_argument("--no-plots", action="store_true", help="write the report without PNG plots")
+    c = sub.add_parser(
+        formatter_class=HelpFormatter,
+        name="compare",
+        help="compare two result files as separate runs (baseline first)",
+    )
+    c.add_argument("base", type=Path, help="the reference results file (a baseline, or side A)")
+    c.add_argument("new", type=Path, help="the results file judged against it")
     c.add_argument("--same-runner", action="store_true",
                    help="the files are the two sides of one interleaved A/B")  # fmt: skip
     c.add_argument("--markdown", type=Path, help="write the markdown report here")
+    c.add_argument("--json", type=Path, metavar="PATH",
+                   help="write the verdicts as JSON here (the verdict.json schema; - for stdout)")  # fmt: skip
     c.add_argument("--plots", type=Path, help="write PNG plots into this folder")
     _stat_args(c)
-    s = sub.add_parser("baseline", help="re-measure (more rounds) and write baselines/<gpu>/")
+    s = sub.add_parser(
+        formatter_class=HelpFormatter,
+        name="baseline",
+        help="re-measure (more rounds) and write baselines/<gpu>/",
+    )
     _bench_args(s, BASELINE_ROUNDS)
     s.add_argument("--reason", required=True, help="why the baseline changes: a sentence")
     s.add_argument("--from", dest="from_", type=Path, help="promote this results file instead")
-    n = sub.add_parser("noise", help="measure where the noise lives (levels), or decompose records")
+    n = sub.add_parser(
+        formatter_class=HelpFormatter,
+        name="noise",
+        help="measure where the noise lives (levels), or decompose records",
+    )
     _bench_args(n, 4)
-    n.add_argument("--allocs", type=count_arg(1), default=2, help="allocations a process (2)")
-    n.add_argument("--memory", choices=["arena", "pool", "both"], default="both")
+    n.add_argument(
+        "--allocs", type=count_arg(1), default=2, help="allocations (rounds) per process"
+    )
+    n.add_argument("--memory", choices=["arena", "pool", "both"], default="both",
+                   help="memory layouts to measure: one arena, a pool per group, or both")  # fmt: skip
     n.add_argument("--from", dest="from_", type=Path, nargs="+",
                    help="decompose these noise records together (several machines)")  # fmt: skip
     n.add_argument("--markdown", type=Path, help="write the table here")
-    r = sub.add_parser("report", help="(re)write report.md and plots of a run folder")
+    r = sub.add_parser(
+        formatter_class=HelpFormatter,
+        name="report",
+        help="(re)write report.md and plots of a run folder",
+    )
     r.add_argument("run", type=Path, help="a run folder or its results.json")
-    r.add_argument("--baseline", type=Path)
+    r.add_argument(
+        "--baseline", type=Path, help="compare with this baseline (default: the run's own verdict)"
+    )
     _stat_args(r)
-    sr = sub.add_parser("shape-report", help="per-shape report (seed 001) from sweep results")
-    sr.add_argument("results", type=Path, nargs="+")
-    sr.add_argument("--qtype", required=True)
-    sr.add_argument("--n", type=int, required=True)
-    sr.add_argument("--k", type=int, required=True)
-    sr.add_argument("--policy", default="a16")
-    sr.add_argument("--out", type=Path, required=True)
+    sr = sub.add_parser(
+        "shape-report",
+        formatter_class=HelpFormatter,
+        help="one shape's report along T (routes, seams, plots) from --sweep results",
+    )
+    sr.add_argument("results", type=Path, nargs="+", help="results files of --sweep runs")
+    sr.add_argument("--qtype", required=True, choices=_qtypes(), help="the shape's format")
+    sr.add_argument("--n", type=count_arg(1), required=True, help="output features")
+    sr.add_argument("--k", type=count_arg(1), required=True, help="input features")
+    sr.add_argument("--policy", default="a16", help="activation policy")
+    sr.add_argument("--out", type=Path, required=True, help="folder for README.md and plots")
     return ap
 
 
@@ -164,6 +220,10 @@ def _gate(c: Comparison) -> int:
         )
     for f in c.failures:
         print(f"failed to run: {f['point']}: {f['error']}")
+    for miss in c.only_base:
+        print(f"not measured (in the baseline, not in this run): {key_str(miss)}")
+    for extra in c.only_new:
+        print(f"new point (not in the baseline, not judged): {key_str(extra)}")
     print(c.summary())
     if c.fingerprint_changed and not c.same_runner:
         from .compare import refresh_hint
@@ -177,16 +237,34 @@ def _gate(c: Comparison) -> int:
 def cmd_compare(a: argparse.Namespace) -> int:
     base, new = load_results(a.base), load_results(a.new)
     c = compare(base, new, a.threshold, a.alpha, a.strict, a.allow_missing, a.same_runner)
-    rc = _gate(c)
+    to_stdout = a.json is not None and str(a.json) == "-"
+    rc = c.exit_code if to_stdout else _gate(c)  # JSON to stdout stands alone, for a pipe
+    if a.json is not None:
+        import json
+
+        from ..record import write_text_atomic
+        from . import verdict
+
+        env = new.env
+        doc = verdict.build(c, exit_code=rc, mode="ab" if a.same_runner else "compare",
+                            gpu={"name": env.get("gpu_name", ""), "key": new.gpu_key})  # fmt: skip
+        text = json.dumps(doc, indent=1) + "\n"
+        if to_stdout:
+            sys.stdout.write(text)
+        else:
+            write_text_atomic(a.json, text)
     if a.markdown or a.plots:
         from ..record import write_text_atomic
         from .report import markdown
 
         paths: list[Path] = []
         if a.plots:
-            from .plots import all_plots
+            try:
+                from .plots import all_plots
 
-            paths = all_plots(new, c, a.plots)
+                paths = all_plots(new, c, a.plots)
+            except ImportError as e:  # matplotlib is optional: the verdict and markdown stand
+                print(f"plots skipped: {e} (pip install 'ninfer[report]')", file=sys.stderr)
         if a.markdown:
             write_text_atomic(a.markdown, markdown(c, paths, a.markdown.parent))
     return rc

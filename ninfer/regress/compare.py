@@ -236,10 +236,10 @@ def refresh_hint(c: Comparison) -> str:
 
 
 def text_table(c: Comparison, only_changed: bool = False) -> str:
-    lines = [
-        f"{'point':<34} {'base_us':>10} {'new_us':>10} {'change':>8} {'interval':>17} "
-        f"{'thr':>6} {'q':>8}  verdict"
-    ]
+    """The terminal table (tabulate: columns sized to their widest cell)."""
+    from tabulate import tabulate
+
+    rows = []
     for r in c.rows:
         v = r.verdict
         if only_changed and r.state == "same" and v.state == "same":
@@ -249,8 +249,8 @@ def text_table(c: Comparison, only_changed: bool = False) -> str:
         if r.confirm is not None:
             a = r.confirm
             state = f"{v.state} -> A/B {a.change_pct:+.1f}% [{a.ci[0]:.3f},{a.ci[1]:.3f}] {a.state}"
-        lines.append(
-            f"{key_str(r.key):<34} {r.base_median_us:>10.3f} {r.new_median_us:>10.3f} "
-            f"{v.change_pct:>+7.1f}% {ci:>17} {v.threshold:>6.1%} {v.q:>8.2g}  {state}"
-        )
-    return "\n".join(lines)
+        rows.append([key_str(r.key), f"{r.base_median_us:.3f}", f"{r.new_median_us:.3f}",
+                     f"{v.change_pct:+.1f}%", ci, f"{v.threshold:.1%}", f"{v.q:.2g}", state])  # fmt: skip
+    head = ["point", "base_us", "new_us", "change", "interval", "thr", "q", "verdict"]
+    return str(tabulate(rows, head, tablefmt="simple", disable_numparse=True,
+                        colalign=("left", "right", "right", "right", "right", "right", "right", "left")))  # fmt: skip

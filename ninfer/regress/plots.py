@@ -40,6 +40,22 @@ def _groups(r: Results) -> dict[tuple[str, str, int, int], list[dict[str, Any]]]
     return g
 
 
+def _y_ticks(ax: Any, values: list[float]) -> None:
+    """Labelled y ticks on every panel. A log axis over less than a decade gets at most one
+    major tick (often none), so a narrow panel stays linear; a wide one is log with ticks
+    at 1, 2 and 5 of each decade."""
+    from matplotlib import ticker
+
+    lo, hi = min(values), max(values)
+    if hi / lo < 4:
+        ax.yaxis.set_major_locator(ticker.MaxNLocator(4))
+    else:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())  # minor labels would overlap
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+
+
 def latency_vs_t(new: Results, base: Results | None, path: Path) -> Path:
     """One panel per shape: median with the p95 whisker, new over the baseline."""
     plt = _plt()
@@ -61,8 +77,7 @@ def latency_vs_t(new: Results, base: Results | None, path: Path) -> Path:
             err = [[0] * len(pts), [p["p95_us"] - p["median_us"] for p in pts]]
             ax.errorbar(t, med, yerr=err, fmt=style, ms=3, lw=1, capsize=2, label=name)
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.yaxis.set_minor_formatter(plt.NullFormatter())  # log minor labels overlap
+        _y_ticks(ax, [p["median_us"] for p in gn[key] + gb.get(key, [])])
         ax.set_title(f"{key[0]} {key[1]} [{key[2]},{key[3]}]", fontsize=8)
         ax.tick_params(labelsize=7)
     for ax in axes.ravel()[len(keys) :]:
@@ -96,6 +111,15 @@ def new_vs_base(c: Comparison, path: Path) -> Path:
     ax.set_xticks(range(len(rows)))
     ax.set_xticklabels([f"{r.key[0]} {r.key[2]}x{r.key[3]} T{r.key[4]}" for r in rows],
                        rotation=90, fontsize=5)  # fmt: skip
+    from matplotlib.lines import Line2D
+
+    states = sorted({r.verdict.state for r in rows if r.verdict.ratio == r.verdict.ratio})
+    handles = [Line2D([], [], marker="o", ls="", ms=4, color=_COLORS[s], label=s) for s in states]
+    if any(r.verdict.ratio != r.verdict.ratio for r in rows):
+        handles.append(Line2D([], [], marker="x", ls="", color=_COLORS["unknown"],
+                              label="no ratio (too few rounds)"))  # fmt: skip
+    handles.append(Line2D([], [], color="k", ls=":", lw=0.8, label=f"±{c.threshold:.0%}"))
+    ax.legend(handles=handles, fontsize=6, loc="upper right", ncol=len(handles))
     ax.set_ylabel("new / baseline (HL, interval)")
     ax.set_title(
         f"new vs baseline: {c.count('slower')} slower, {c.count('faster')} faster, "

@@ -24,6 +24,7 @@ import yaml
 
 from .. import record
 from ..bench.points import load_suite
+from ..progress import Steps
 
 DEFAULT_ROUNDS = 5  # the gate's rounds (docs/regress.md: power and time, measured)
 BASELINE_ROUNDS = 10  # a refresh's: each point's between-round noise is stored from them
@@ -170,15 +171,15 @@ def measure(
     codes: list[int] = []
     paths: list[Path] = []
     cmd = ["ninfer-regress", "rounds", plan.suite, str(rounds)]
-    with (run_dir / "run.log").open("a") as log:
+    with (run_dir / "run.log").open("a") as log, Steps(rounds, "rounds") as steps:
         for i in range(rounds):
             if busy_check is not None:
                 busy_check(log)
-            print(f"round {i + 1}/{rounds}", flush=True)
             rc, out = run_round(run_dir, plan, i, Side(""), log)
             codes.append(rc)
             paths.append(out)
             merge_rounds(paths, results, cmd)
+            steps.done(f"round {i + 1}" + (f" exited {rc}" if rc else ""))
     if results.exists():
         env = json.loads(results.read_text())["environment"]
         record.write_text_atomic(run_dir / "env.json", json.dumps(env, indent=1) + "\n")

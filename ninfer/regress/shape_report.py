@@ -9,7 +9,7 @@ from typing import Any
 
 from ..formats.qtype import FORMATS, QType, weight_bytes
 from ..policy import Policy
-from ..record import Results, ResultsError
+from ..record import Results, ResultsError, write_text_atomic
 from ..routes.problem import Problem
 from ..routes.table import fingerprint, select
 
@@ -47,9 +47,10 @@ def _route(env: dict[str, Any], p: dict[str, Any], q: QType, pol: Policy) -> str
 def _plots(pts: list[dict[str, Any]], title: str, out: Path, peak: float | None) -> list[str]:
     try:
         from .plots import _plt, save
-    except ImportError:
+
+        plt = _plt()
+    except ImportError:  # matplotlib is optional; the report says the plots were skipped
         return []
-    plt = _plt()
     small = [p for p in pts if p["t"] <= 128]
     large = [p for p in pts if p["t"] > 128]
     fig, axes = plt.subplots(1, 2 if large else 1, figsize=(11 if large else 6.5, 3.8),
@@ -169,6 +170,8 @@ def write_shape_report(
     plots = _plots(pts, title, out, peak)
     if plots:
         md += ["", "## Plots", "", *[f"![{p}]({p})" for p in plots]]
+    else:
+        md += ["", "(plots skipped: matplotlib is not installed; pip install 'ninfer[report]')"]
     md += ["", "## Commands", "", "```"]
     for r in runs:
         cmd = r.doc.get("command") or []
@@ -180,7 +183,7 @@ def write_shape_report(
     )
     md += ["```", "", "Correctness of every route on this shape class: `nox -s conformance`.", ""]
     path = out / "README.md"
-    path.write_text("\n".join(md))
+    write_text_atomic(path, "\n".join(md))
     return path
 
 

@@ -83,19 +83,16 @@ class Verdict:
 
 
 def benjamini_hochberg(p: Sequence[float]) -> np.ndarray:
-    """BH step-up adjusted p-values (monotone, capped at 1)."""
+    """BH step-up adjusted p-values (monotone, capped at 1): SciPy's, with the input
+    checked first (SciPy raises on NaN with a message about the array, not the points)."""
+    from scipy.stats import false_discovery_control
+
     pv = np.asarray(p, dtype=float)
     if not np.all(np.isfinite(pv)):
         raise ValueError("benjamini_hochberg: expected finite p-values, got NaN or Inf")
-    m = pv.size
-    if m == 0:
+    if pv.size == 0:
         return pv
-    order = np.argsort(pv)
-    ranked = pv[order] * m / np.arange(1, m + 1)
-    adj = np.minimum.accumulate(ranked[::-1])[::-1]
-    out = np.empty(m)
-    out[order] = np.minimum(adj, 1.0)
-    return out
+    return np.asarray(false_discovery_control(pv, method="bh"), dtype=float)
 
 
 def round_values(rounds: Sequence[Sequence[float]]) -> np.ndarray:

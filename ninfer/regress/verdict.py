@@ -58,7 +58,8 @@ def build(
 ) -> dict[str, Any]:
     """The verdict document. ``mode``: baseline (against a committed baseline, A/B for
     the points not "same"), ab (an A/B against ``ab_ref``), ab-no-baseline (the same,
-    because the GPU has no committed baseline), none (nothing compared)."""
+    because the GPU has no committed baseline), compare (two results files,
+    ``ninfer-regress compare --json``), none (nothing compared)."""
     doc: dict[str, Any] = {
         "schema": SCHEMA, "version": VERSION, "outcome": OUTCOMES.get(exit_code, "error"),
         "exit_code": exit_code, "mode": mode, "gpu": gpu, "ab_ref": ab_ref,
@@ -200,6 +201,23 @@ def render_summary(doc: dict[str, Any], artifact_url: str, trusted_changes: list
     return "\n".join(out + _body(doc, artifact_url, trusted_changes)) + "\n"
 
 
+def _write_atomic(path: Path, text: str) -> None:
+    # ninfer.record.write_text_atomic's rule (temp file beside it, then rename), here
+    # because this file runs with the standard library alone (the module docstring).
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="verdict.py", description="Render the gate's verdict.json for a PR and a summary."
@@ -218,12 +236,12 @@ def main(argv: list[str] | None = None) -> int:
     if a.trusted_changes is not None and a.trusted_changes.exists():
         changes = [ln.strip() for ln in a.trusted_changes.read_text().splitlines() if ln.strip()]
     if a.comment is not None:
-        a.comment.write_text(render_comment(doc, a.artifact_url, changes))
-    if a.summary is not None:
+        _write_atomic(a.comment, render_comment(doc, a.artifact_url, changes))
+    if a.summary is not None:  # GITHUB_STEP_SUMMARY is appended to: one write, not atomic
         with a.summary.open("a") as f:
             f.write(render_summary(doc, a.artifact_url, changes))
     if a.outcome_file is not None:
-        a.outcome_file.write_text(doc["outcome"] + "\n")
+        _write_atomic(a.outcome_file, doc["outcome"] + "\n")
     print(f"gate outcome: {doc['outcome']}")
     return 0
 

@@ -69,17 +69,39 @@ def _cupy_ndarray() -> Any:
     return _CUPY_NDARRAY
 
 
+def _elem_strides(
+    shape: tuple[int, ...], strides: tuple[int, ...], item: int, what: str
+) -> tuple[int, ...]:
+    """Byte strides (CuPy's) as element strides, refusing any that flooring would change.
+
+    A stride of 3 bytes for a 2-byte dtype would floor to 1 and pass as contiguous. The
+    stride of an extent-1 axis never moves an address, so it may be anything.
+    """
+    for d, s in zip(shape, strides, strict=True):
+        if s % item and d > 1:
+            raise ValueError(
+                f"{what}: expected byte strides that are multiples of the item size {item}, "
+                f"got {strides}"
+            )
+    return tuple(s // item for s in strides)
+
+
 def describe(a: Any, what: str) -> DevArray:
     """Describe a CuPy array or a torch CUDA tensor; TypeError for anything else."""
     if type(a) is _cupy_ndarray():  # the common case first, on the shortest path
         mem = a.data
         dt = a.dtype
         item = dt.itemsize
+        st = a.strides
+        for s in st:  # inline, not _elem_strides: this path is per call, per array
+            if s % item:
+                _elem_strides(a.shape, st, item, what)  # raises unless on an extent-1 axis
+                break
         return DevArray(
             "cupy",
             mem.ptr,
             a.shape,
-            tuple(s // item for s in a.strides),
+            tuple(s // item for s in st),
             dt.name,
             item,
             mem.device_id,
@@ -89,6 +111,12 @@ def describe(a: Any, what: str) -> DevArray:
     if _is_torch(a):
         if not a.is_cuda:
             raise TypeError(f"{what}: expected a CUDA tensor, got a host torch tensor ({a.device})")
+        if a.requires_grad:
+            # The kernels write out in place behind autograd's back: no graph, no gradient.
+            raise ValueError(
+                f"{what}: expected a tensor without requires_grad (linear() has no autograd: "
+                "call it under torch.no_grad() or pass .detach()), got requires_grad=True"
+            )
         dtype = str(a.dtype).removeprefix("torch.")
         return DevArray(
             "torch",
@@ -101,11 +129,12 @@ def describe(a: Any, what: str) -> DevArray:
         )
     if _is_cupy(a):
         item = int(a.itemsize)
+        shape = tuple(a.shape)
         return DevArray(
             "cupy",
             int(a.data.ptr),
-            tuple(a.shape),
-            tuple(s // item for s in a.strides),
+            shape,
+            _elem_strides(shape, tuple(a.strides), item, what),
             a.dtype.name,
             item,
             int(a.device.id),
@@ -125,22 +154,42 @@ def _current_cupy_stream() -> Any:
     return _GET_STREAM
 
 
-def resolve_stream(stream: Any, prefer_torch: bool) -> int:
-    """A raw cudaStream_t handle for ``stream`` (None: the current stream of the inputs' framework)."""
+def resolve_stream(stream: Any, prefer_torch: bool, device: int | None = None) -> int:
+    """A raw cudaStream_t handle for ``stream``, for a launch on ``device``.
+
+    None: the current stream of ``device`` (the current device's when ``device`` is None)
+    in the inputs' framework. A torch or CuPy stream that belongs to another device than
+    ``device`` is a ValueError. Its device is not always known: a CuPy stream with
+    ``device_id == -1`` (``Stream.null``, ``Stream.ptds``, an ``ExternalStream`` made
+    without one) and a raw int handle carry none, so they pass unchecked; the caller
+    vouches for a raw handle, as CUDA itself needs it to belong to the launch's device.
+    """
     if stream is None:
         if prefer_torch:
             import torch
 
-            return int(torch.cuda.current_stream().cuda_stream)
-        return int(_current_cupy_stream()().ptr)
+            return int(torch.cuda.current_stream(device).cuda_stream)
+        return int(_current_cupy_stream()(-1 if device is None else device).ptr)
     if isinstance(stream, (int, np.integer)) and not isinstance(stream, bool):
         if stream < 0:
             raise ValueError(f"stream: expected a non-negative raw handle, got {stream}")
         return int(stream)
-    if hasattr(stream, "cuda_stream"):  # torch.cuda.Stream
+    if hasattr(stream, "cuda_stream"):  # torch.cuda.Stream / ExternalStream
+        _check_stream_device(getattr(stream, "device_index", None), device)
         return int(stream.cuda_stream)
     if hasattr(stream, "ptr"):  # cupy.cuda.Stream / ExternalStream
+        _check_stream_device(getattr(stream, "device_id", None), device)
         return int(stream.ptr)
     raise TypeError(
         f"stream: expected None, a CuPy stream, a torch stream or a raw handle, got {type(stream).__name__}"
     )
+
+
+def _check_stream_device(got: Any, device: int | None) -> None:
+    # None / -1: the stream does not say (see resolve_stream).
+    if device is None or got is None or got == -1:
+        return
+    if int(got) != device:
+        raise ValueError(
+            f"stream: expected a stream of device {device} (the weight's), got one of device {got}"
+        )

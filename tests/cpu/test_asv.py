@@ -2,8 +2,8 @@
 
 Generated classes cover each model suite exactly; parameter ids are unique; the contract
 constants are ninfer-bench's defaults; asv's own timing loop turns the ``timer``
-attribute into one sample per call; ``asv check`` passes; setup skips
-(NotImplementedError) where no GPU is usable.
+attribute into one sample per call; ``asv check`` passes; setup fails
+(RuntimeError, so asv exits 2) where no GPU is usable.
 """
 
 from __future__ import annotations
@@ -87,12 +87,13 @@ def test_only_the_suite_classes_are_benchmarks(asv_linear: ModuleType) -> None:
     assert timed == sorted(c.__name__ for c in asv_linear.SUITE_CLASSES.values())
 
 
-def test_setup_skips_without_gpu(asv_linear: ModuleType) -> None:
+def test_setup_fails_without_gpu(asv_linear: ModuleType) -> None:
+    """A failure (asv exits 2), not asv's skip: a skip on both commits is a false green."""
     ok, _ = gpu_available()
     if ok:
-        pytest.skip("a GPU is usable here; the skip path is for machines without one")
+        pytest.skip("a GPU is usable here; the failure path is for machines without one")
     for cls in asv_linear.SUITE_CLASSES.values():
-        with pytest.raises(NotImplementedError, match="needs a CUDA GPU"):
+        with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
             cls().setup(cls.params[0])
 
 

@@ -97,3 +97,18 @@ def test_peer_choices_parse() -> None:
 
     args = build_parser().parse_args(["--peer", "tinygemm", "--peer", "cublas"])
     assert args.peer == ["tinygemm", "cublas"]
+
+
+def test_the_streamed_rows_line_up_with_the_header() -> None:
+    from ninfer.bench.run import COLUMNS, _fmt_header, _fmt_row, _widths
+
+    row: dict[str, object] = {k: 123.4567 for k, _ in COLUMNS}  # as wide as real values
+    row.update(label="27b.attn_qkv", qtype="q4", policy="a16", N=248320, K=5120, T=1024)
+    for extra in ([], ["delta_pct", "cublas_us", "speedup_vs_cublas"]):
+        head, line = _fmt_header(extra), _fmt_row({**row, "cublas_us": 3.25}, extra)
+        assert len(head) == len(line)
+        at = 0
+        for w in _widths(extra):  # each column: a filled cell in both lines, then a gap
+            assert head[at : at + w].strip() and line[at : at + w].strip()
+            assert head[at + w : at + w + 1] in ("", " ") and line[at + w : at + w + 1] in ("", " ")
+            at += w + 1

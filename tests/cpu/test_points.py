@@ -268,3 +268,124 @@ def test_bad_yaml_syntax(tmp_path: Path) -> None:
 
 def test_suite_error_is_value_error() -> None:
     assert issubclass(SuiteError, ValueError)
+
+
+# --- limits that keep a bad point away from the GPU --------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("doc", "msg"),
+    [
+        (_with_entry(0, n=2**31), r"entries\[0\]\.n: expected an int <= 2147483647 \(int32\)"),
+        (_with_entry(1, k=3_000_000_000), r"entries\[1\]\.k: expected an int <= 2147483647"),
+        (
+            _with(t_classes={"continuous": [1, 2**31], "vision_step4": [4]}),
+            r"t_classes\.continuous: expected T <= 2147483647 \(int32\), got 2147483648",
+        ),
+        (
+            _with_entry(0, policy="a4"),
+            r"entries\[0\]: policy a4: expected qtype nvfp4, got q4",
+        ),
+        (_with(policy="a4"), r"entries\[0\]: policy a4: expected qtype nvfp4, got q4"),
+    ],
+)
+def test_suite_limits(tmp_path: Path, doc: object, msg: str) -> None:
+    with pytest.raises(SuiteError, match=msg):
+        load_suite("qwen3_6_27b", root=_write(tmp_path, doc))
+
+
+def test_int32_edge_is_accepted(tmp_path: Path) -> None:
+    root = _write(tmp_path, _with_entry(0, n=2**31 - 1))
+    assert max(p.n for p in load_suite("qwen3_6_27b", root=root)) == 2**31 - 1
+
+
+@pytest.mark.parametrize(
+    ("args", "msg"),
+    [
+        ((QType.Q4, Policy.A16, 2**31, 128, 1), r"N: expected an int <= 2147483647 \(int32\)"),
+        ((QType.Q4, Policy.A16, 64, 2**31, 1), r"K: expected an int <= 2147483647"),
+        ((QType.Q4, Policy.A16, 64, 128, 2**31), r"T: expected an int <= 2147483647"),
+        ((QType.Q4, Policy.A4, 64, 128, 1), "policy a4: expected qtype nvfp4, got q4"),
+        ((QType.BF16, Policy.A4, 64, 128, 1), "policy a4: expected qtype nvfp4, got bf16"),
+    ],
+)
+def test_point_limits(args: tuple[QType, Policy, int, int, int], msg: str) -> None:
+    with pytest.raises(ValueError, match=msg):
+        BenchPoint(*args)
+
+
+def test_a4_on_nvfp4_is_a_point() -> None:
+    assert BenchPoint(QType.NVFP4, Policy.A4, 64, 128, 1).policy is Policy.A4
+
+
+@pytest.mark.parametrize(
+    ("spec", "msg"),
+    [
+        ("1:3000000000", r"expected HI <= 2147483647 \(int32\), got HI=3000000000"),
+        ("1:2000000000", "expected at most 65536 T values, got 2000000000"),
+        ("1:65537", "expected at most 65536 T values, got 65537"),
+    ],
+)
+def test_sweep_limits(spec: str, msg: str) -> None:
+    with pytest.raises(ValueError, match=msg):
+        parse_sweep(spec)
+    assert len(parse_sweep("1:131072:2")) == 65536
+
+
+_DUP_TOP = """suite: qwen3_6_27b
+policy: a16
+policy: a4
+t_classes: {continuous: [1]}
+entries:
+  - {label: a, qtype: q4, n: 64, k: 128, t_class: continuous}
+"""
+_DUP_ENTRY = """suite: qwen3_6_27b
+policy: a16
+t_classes: {continuous: [1]}
+entries:
+  - label: a
+    qtype: q4
+    n: 64
+    k: 128
+    n: 128
+    t_class: continuous
+"""
+_DUP_FLOW = _DUP_TOP.replace("policy: a4\n", "").replace("k: 128,", "k: 128, k: 256,")
+
+
+@pytest.mark.parametrize(
+    ("text", "msg"),
+    [
+        (_DUP_TOP, r"line 3: expected unique mapping keys, got 'policy' again \(first at line 2\)"),
+        (_DUP_ENTRY, r"line 9: expected unique mapping keys, got 'n' again \(first at line 7\)"),
+        (_DUP_FLOW, r"line 5: expected unique mapping keys, got 'k' again \(first at line 5\)"),
+    ],
+)
+def test_duplicate_yaml_keys(tmp_path: Path, text: str, msg: str) -> None:
+    (tmp_path / "qwen3_6_27b.yaml").write_text(text)
+    with pytest.raises(SuiteError, match=msg) as e:
+        load_suite("qwen3_6_27b", root=tmp_path)
+    assert "\n" not in str(e.value)
+
+
+def test_yaml_merge_key_may_be_overridden(tmp_path: Path) -> None:
+    # '<<' merges are not duplicates: YAML lets the mapping override what it merged in.
+    text = (
+        _DUP_TOP.replace("policy: a4\n", "").replace("  - {label: a,", "  - &e {label: a,")
+        + "  - <<: *e\n    label: b\n    n: 128\n"
+    )
+    (tmp_path / "qwen3_6_27b.yaml").write_text(text)
+    pts = load_suite("qwen3_6_27b", root=tmp_path)
+    assert [(p.label, p.n, p.k) for p in pts] == [("a", 64, 128), ("b", 128, 128)]
+
+
+def test_yaml_syntax_error_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "qwen3_6_27b.yaml").write_text("suite: [unclosed\n")
+    with pytest.raises(SuiteError, match=r"line 2: expected valid YAML, got") as e:
+        load_suite("qwen3_6_27b", root=tmp_path)
+    assert "\n" not in str(e.value)
+
+
+def test_missing_suite_file(tmp_path: Path) -> None:
+    with pytest.raises(SuiteError, match=r"qwen3_6_27b\.yaml: no such file$"):
+        load_suite("qwen3_6_27b", root=tmp_path)

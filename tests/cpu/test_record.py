@@ -197,3 +197,12 @@ def test_writer_fields_match_the_schema() -> None:
         assert f'"{field}"' in src, field
     for field in record.json_schema()["$defs"]["point_round"]["required"]:
         assert f'"{field}"' in src, field
+
+
+def test_atomic_writes_get_the_usual_file_mode(tmp_path: Path) -> None:
+    """Not mkstemp's 0600: a results file or report stays readable like any other file."""
+    out = tmp_path / "r.md"
+    record.write_text_atomic(out, "x\n")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask

@@ -146,11 +146,11 @@ def test_stored_noise_is_a_floor() -> None:
     assert v.state == "unknown" and v.round_sd == pytest.approx(0.05)
 
 
-def test_benjamini_hochberg_matches_scipy() -> None:
-    from scipy.stats import false_discovery_control
-
-    p = np.random.default_rng(0).random(50) ** 3
-    assert np.allclose(benjamini_hochberg(p), false_discovery_control(p, method="bh"))
+def test_benjamini_hochberg_adjusts_as_the_step_up_rule() -> None:
+    # Sorted 0.005, 0.01, 0.03, 0.04 -> p * m / rank = 0.02, 0.02, 0.04, 0.04 (monotone).
+    assert np.allclose(benjamini_hochberg([0.01, 0.04, 0.03, 0.005]), [0.02, 0.04, 0.04, 0.02])
+    assert np.allclose(benjamini_hochberg([0.9, 0.8]), [0.9, 0.9])  # capped, monotone
+    assert benjamini_hochberg([]).size == 0
     with pytest.raises(ValueError, match="finite"):
         benjamini_hochberg([0.1, float("nan")])
 
@@ -199,7 +199,11 @@ def test_unmeasured_and_failed_points_fail_the_gate(
     d["points"] = d["points"][:8]
     p = _write(tmp_path, "few.json", d)
     assert cli.main(["compare", str(BASELINE), str(p)]) == 1
-    assert "60 baseline point(s) not measured" in _out(capsys)
+    out = _out(capsys)
+    assert "60 baseline point(s) not measured" in out
+    missing = {record.point_key(q) for q in _doc()["points"][8:]}
+    named = [ln for ln in out.splitlines() if ln.startswith("not measured (in the baseline")]
+    assert len(named) == 60 and all(record.key_str(k) in out for k in missing)  # by name
     assert cli.main(["compare", str(BASELINE), str(p), "--allow-missing"]) == 0
     d = _scaled(_doc(), 1.0, rounds=5)
     d["failures"] = [{"point": "x q4 a16 N=1 K=1 T=1", "error": "RuntimeError: boom", "round": 2}]
@@ -364,3 +368,30 @@ def test_the_idle_wait_counts_from_each_check(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(SystemExit, match="GPU is busy"):
         check(io.StringIO())
     assert clock[0] >= 720.0  # and a GPU that stays busy is refused after --idle-wait
+
+
+def test_compare_json_gives_the_verdicts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    slow = _write(tmp_path, "slow.json", _scaled(_doc(), 1.3, rounds=5))
+    out = tmp_path / "v.json"
+    assert cli.main(["compare", str(BASELINE), str(slow), "--json", str(out)]) == 1
+    doc = json.loads(out.read_text())
+    assert doc["outcome"] == "regression" and doc["mode"] == "compare"
+    assert doc["counts"]["slower"] == 68 and {p["gate"] for p in doc["points"]} == {"slower"}
+    capsys.readouterr()
+    assert cli.main(["compare", str(BASELINE), str(slow), "--json", "-"]) == 1
+    assert json.loads(capsys.readouterr().out)["counts"] == doc["counts"]  # stdout: JSON only
+
+
+def test_compare_plots_without_matplotlib_still_writes_markdown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    md = tmp_path / "r.md"
+    rc = cli.main(["compare", str(BASELINE), str(BASELINE), "--plots", str(tmp_path / "p"),
+                   "--markdown", str(md)])  # fmt: skip
+    assert rc == 0 and md.exists()
+    assert "plots skipped" in capsys.readouterr().err

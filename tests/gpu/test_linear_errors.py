@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -132,17 +133,22 @@ def test_transposed_out(weights: dict) -> None:
     )
 
 
-def test_device_mismatch(weights: dict) -> None:
-    w = weights[QType.Q4]
-    other = PackedWeight(
-        w.qtype, w.n, w.k, w.planes, w.tensor_scale, device_id=(w.device_id or 0) + 1
-    )
-    _expect(
-        ValueError,
-        "x: expected device 1 \\(the weight's\\), got device 0",
-        lambda o: linear(_x(), other, o),
-        _out(),
-    )
+def test_device_mismatch() -> None:
+    import cupy as cp
+
+    # A weight that only claims another device is refused at construction (test below),
+    # so x and the weight need two real devices here.
+    if cp.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs two GPUs")
+    other = pack(random_weight(np.random.default_rng(4), N, K), QType.Q4).to_device(1)
+    with cp.cuda.Device(0):
+        x, out = _x(), _out()
+        _expect(
+            ValueError,
+            "x: expected device 1 \\(the weight's\\), got device 0",
+            lambda o: linear(x, other, o),
+            out,
+        )
 
 
 def test_out_aliases_x(weights: dict) -> None:
@@ -251,3 +257,147 @@ def test_unsupported_problem_is_typed(weights: dict, monkeypatch: pytest.MonkeyP
     _expect(
         UnsupportedProblem, "no route for Q4", lambda o: linear(_x(), weights[QType.Q4], o), _out()
     )
+
+
+def test_workspace_overlapping_a_weight_plane(weights: dict) -> None:
+    import cupy as cp
+
+    w = weights[QType.Q4]
+    for name, plane in w.planes.items():
+        ws = plane.view(cp.uint8).reshape(-1)
+        _expect(
+            ValueError,
+            f"workspace: expected memory disjoint from the weight, got overlap with plane '{name}'",
+            lambda o, ws=ws: linear(_x(), w, o, workspace=ws),
+            _out(),
+        )
+    # An arena holding the workspace and then the planes, with the planes placed 256 bytes
+    # too early: the prefill route would decode into the codes it is reading.
+    t = 100
+    need = linear_workspace_bytes(w, t)
+    host = w.to_host()
+    arena = cp.zeros(need + sum(a.nbytes for a in host.planes.values()), cp.uint8)
+    planes, off = {}, need - 256
+    for name, a in host.planes.items():
+        dst = arena[off : off + a.nbytes].view(a.dtype).reshape(a.shape)
+        dst[...] = cp.asarray(a)
+        planes[name] = dst
+        off += a.nbytes
+    wa = PackedWeight(w.qtype, w.n, w.k, planes, w.tensor_scale, w.device_id)
+    _expect(
+        ValueError,
+        "workspace: expected memory disjoint from the weight, got overlap with plane 'qs'",
+        lambda o: linear(_x(t), wa, o, workspace=arena[:need]),
+        _out(t),
+    )
+
+
+def test_stream_of_another_device(weights: dict) -> None:
+    import cupy as cp
+
+    w = weights[QType.Q4]
+    other = (w.device_id or 0) + 1
+    keep = cp.cuda.Stream(non_blocking=True)
+    if cp.cuda.runtime.getDeviceCount() > other:
+        with cp.cuda.Device(other):
+            stream = cp.cuda.Stream(non_blocking=True)
+    else:  # one GPU: a CuPy stream that records another device as its own
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # CuPy 14 deprecates it
+            stream = cp.cuda.ExternalStream(keep.ptr, other)
+    _expect(
+        ValueError,
+        f"stream: expected a stream of device {w.device_id} \\(the weight's\\), "
+        f"got one of device {other}",
+        lambda o: linear(_x(), w, o, stream=stream),
+        _out(),
+    )
+
+
+def test_requires_grad_tensors(weights: dict) -> None:
+    torch = pytest.importorskip("torch")
+    w = weights[QType.Q4]
+    msg = "linear\\(\\) has no autograd: call it under torch.no_grad\\(\\) or pass .detach\\(\\)"
+    x_grad = to_bf16_device(np.ones((T, K)), "torch").requires_grad_(True)
+    _expect(
+        ValueError,
+        "x: expected a tensor without requires_grad \\(" + msg,
+        lambda o: linear(x_grad, w, o),
+        to_bf16_device(np.full((T, N), 3.0), "torch"),
+    )
+    out_grad = to_bf16_device(np.full((T, N), 3.0), "torch").requires_grad_(True)
+    before = bf16_bits(out_grad.detach()).copy()
+    with pytest.raises(ValueError, match="out: expected a tensor without requires_grad"):
+        linear(to_bf16_device(np.ones((T, K)), "torch"), w, out_grad)
+    torch.cuda.synchronize()
+    assert np.array_equal(bf16_bits(out_grad.detach()), before)
+
+
+def test_weight_planes_off_device_or_not_contiguous(weights: dict) -> None:
+    import cupy as cp
+
+    w = weights[QType.Q4]
+    dev = w.device_id
+    assert dev is not None
+    with pytest.raises(
+        ValueError, match=f"Q4 plane 'qs': expected device {dev + 1}, got device {dev}"
+    ):
+        PackedWeight(w.qtype, w.n, w.k, w.planes, w.tensor_scale, device_id=dev + 1)
+    host = w.to_host()
+    with pytest.raises(
+        TypeError,
+        match=f"Q4 plane 'qs': expected a CuPy array on device {dev}, got a host numpy.ndarray",
+    ):
+        PackedWeight(w.qtype, w.n, w.k, host.planes, w.tensor_scale, device_id=dev)
+    planes = {**w.planes, "qs": cp.asfortranarray(w.planes["qs"])}
+    with pytest.raises(ValueError, match="Q4 plane 'qs': expected a C-contiguous array"):
+        PackedWeight(w.qtype, w.n, w.k, planes, w.tensor_scale, device_id=dev)
+    # Host weights (numpy planes, device_id None) still go to the device.
+    again = host.to_device()
+    assert again.is_device and again.device_id == dev
+    assert np.array_equal(again.decode(), w.decode())
+
+
+def test_byte_strides_not_a_multiple_of_the_item_size(weights: dict) -> None:
+    import cupy as cp
+
+    # A row pitch of 2K + 1 bytes floors to K elements: it would pass as contiguous and
+    # the kernel would read every row shifted by its index in bytes.
+    base = cp.zeros(T * (2 * K + 1) + 16, cp.uint8)
+    try:
+        x = cp.ndarray((T, K), ml_dtypes.bfloat16, base.data, strides=(2 * K + 1, 2))
+    except (TypeError, ValueError) as e:  # a CuPy that refuses such views needs no check
+        pytest.skip(f"CuPy refuses the view: {e}")
+    _expect(
+        ValueError,
+        f"x: expected byte strides that are multiples of the item size 2, got \\({2 * K + 1}, 2\\)",
+        lambda o: linear(x, weights[QType.Q4], o),
+        _out(),
+    )
+
+
+def test_extents_past_int32(weights: dict) -> None:
+    import cupy as cp
+
+    w = weights[QType.Q4]
+    # Stride 0 over one row: a (2**31, K) view without 2**31 rows of memory.
+    big = cp.lib.stride_tricks.as_strided(_x(1), shape=(2**31, K), strides=(0, 2))
+    _expect(
+        ValueError,
+        r"x: expected T <= 2147483647 rows \(the kernels take int32\), got shape \(2147483648, 384\)",
+        lambda o: linear(big, w, o),
+        _out(),
+    )
+    with pytest.raises(ValueError, match="T: expected T <= 2147483647"):
+        linear_workspace_bytes(w, 2**31)
+    with pytest.raises(ValueError, match="N: expected N <= 2147483632"):
+        PackedWeight(w.qtype, 2**31, w.k, w.planes, w.tensor_scale, w.device_id)
+    with pytest.raises(ValueError, match="K: expected K <= 2147483520"):
+        PackedWeight(w.qtype, w.n, 2**31, w.planes, w.tensor_scale, w.device_id)
+
+
+def test_weight_with_zero_n_or_k(weights: dict) -> None:
+    w = weights[QType.Q4]
+    for n, k, msg in [(0, w.k, "N: expected N >= 1, got 0"), (w.n, 0, "K: expected K >= 1, got 0")]:
+        with pytest.raises(ValueError, match=msg):
+            PackedWeight(w.qtype, n, k, w.planes, w.tensor_scale, w.device_id)
