@@ -37,6 +37,11 @@ SCHEMA_FILE = Path(__file__).with_name("results.schema.json")
 # A results file larger than this is not a run of ours (77k-sample files, deep nesting):
 # refuse it before json.loads spends the memory.
 MAX_FILE_BYTES = 64 << 20
+# Samples a record may hold, counted before the schema walks them (JSON Schema takes
+# about 17 µs a sample: a 3-million-sample file inside the size bound took 53 s). The
+# largest real records are far below: a 10-round baseline of `all` holds 13,600, a
+# 1:1024 sweep of 10 rounds 204,800.
+MAX_SAMPLES = 1_000_000
 
 
 class ResultsError(ValueError):
@@ -157,6 +162,19 @@ class Results:
         return {point_key(p): p for p in self.doc["points"]}
 
 
+def _check_sample_count(doc: dict[str, Any], where: str) -> None:
+    # Shapes are not trusted yet (the schema comes after): anything odd counts as 0.
+    n = 0
+    points = doc.get("points")
+    for p in points if isinstance(points, list) else []:
+        rounds = p.get("rounds") if isinstance(p, dict) else None
+        for r in rounds if isinstance(rounds, list) else []:
+            samples = r.get("samples_us") if isinstance(r, dict) else None
+            n += len(samples) if isinstance(samples, list) else 0
+    if n > MAX_SAMPLES:
+        raise ResultsError(f"{where}: {n:,} samples, expected at most {MAX_SAMPLES:,} in a record")
+
+
 def validate(doc: Any, where: str) -> None:
     """Raise ResultsError unless ``doc`` is a schema-v2 record."""
     if not isinstance(doc, dict):
@@ -169,6 +187,7 @@ def validate(doc: Any, where: str) -> None:
             f"reads ({', '.join(map(str, READABLE_VERSIONS))}); re-measure with this version "
             "or use the matching ninfer"
         )
+    _check_sample_count(doc, where)
     import jsonschema
 
     validator = jsonschema.Draft202012Validator(json_schema())

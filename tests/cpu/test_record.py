@@ -206,3 +206,15 @@ def test_atomic_writes_get_the_usual_file_mode(tmp_path: Path) -> None:
     umask = os.umask(0)
     os.umask(umask)
     assert out.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_a_record_with_too_many_samples_is_refused_before_the_schema(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc = json.loads((ROOT / "baselines/h200/qwen3_6_35b_a3b.json").read_text())
+    n = sum(len(r["samples_us"]) for p in doc["points"] for r in p["rounds"])
+    monkeypatch.setattr(record, "MAX_SAMPLES", n - 1)
+    p = tmp_path / "big.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(ResultsError, match=f"{n:,} samples, expected at most {n - 1:,}"):
+        load_results(p)
