@@ -167,7 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("run", type=Path, help="a run folder or its results.json")
     r.add_argument(
-        "--baseline", type=Path, help="compare with this baseline (default: the run's own verdict)"
+        "--baseline",
+        type=Path,
+        help="compare with this baseline (without it: the run alone, or its A/B)",
     )
     _stat_args(r)
     sr = sub.add_parser(
