@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Fill .whl/ (gitignored) for device calls: the wheels the lent H200 lacks (it has no
+# network) and a git bundle of this checkout for the A/B's worktrees and asv.
+#
+# Usage (repo root, a machine with network): bash tools/device_wheels.sh
+#   then pass carry [".whl"] to the device call.
+# The bundle holds HEAD, main, and two branches the gate checks use: `planted` (main plus
+# tests/fixtures/planted_w8_dec_q.patch as a commit) and `aa` (main plus a docs-only
+# commit), built in a scratch clone; the checkout itself is not touched.
+set -euo pipefail
+mkdir -p .whl
+py=${PYTHON:-python3}
+# ninfer's own dependencies the device's Python 3.12 lacks (jsonschema and its family;
+# tqdm and tabulate, in case), then asv's (docs/asv.md says why each is needed).
+"$py" -m pip download -q -d .whl --only-binary=:all: --no-deps --python-version 3.12 \
+  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+  --platform manylinux2014_x86_64 \
+  jsonschema jsonschema-specifications referencing rpds-py tqdm tabulate \
+  asv==0.6.6 asv_runner==0.3.2 json5==0.17.3 importlib_metadata==10.2.0 zipp==4.1.2 \
+  lazy_importer==0.1.0 Pympler==1.1 virtualenv==21.15.11 distlib==0.4.4 \
+  platformdirs==4.14.9 python_discovery==1.9.6 packaging==26.4 filelock==4.3.1 \
+  hatchling==1.33.0 trove_classifiers==2026.9.21.13 tomlkit==0.15.2 build==1.6.1 \
+  pyproject_hooks==1.3.3 pathspec==1.1.1 pluggy==1.7.0
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+git clone -q . "$scratch/repo"
+(
+  cd "$scratch/repo"
+  # The clone has a local main only when main was checked out here: take origin's.
+  git checkout -q --detach && git branch -qf main origin/main
+  git -c user.email=bundle@ninfer.invalid -c user.name=bundle checkout -qb planted main
+  git apply tests/fixtures/planted_w8_dec_q.patch
+  git -c user.email=bundle@ninfer.invalid -c user.name=bundle commit -qam "planted 10 % (device checks only)"
+  git checkout -qb aa main
+  echo >> docs/asv.md
+  git -c user.email=bundle@ninfer.invalid -c user.name=bundle commit -qam "docs-only (asv A/A)"
+  git checkout -q --detach "$(git -C "$OLDPWD" rev-parse HEAD)"
+)
+git -C "$scratch/repo" bundle create "$PWD/.whl/repo.bundle" HEAD main planted aa 2>/dev/null
+ls .whl | wc -l | xargs echo "wheels and bundle in .whl:"
