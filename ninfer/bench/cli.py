@@ -225,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.print_help()
         return 2
     args = ap.parse_args(argv)
+    if args.command is not None:
+        # `ninfer-bench --suite all ir` would otherwise run the suite and ignore `ir`.
+        ap.error(f"the command {args.command!r} must come first: ninfer-bench {args.command} ...")
     try:
         points = expand(args)
         if args.only_file is not None:

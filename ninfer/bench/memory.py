@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -161,8 +162,19 @@ def check_fits(need: int) -> int:
     """Compare ``need`` bytes with the current device's free memory (a cheap query that
     allocates nothing), so a run too large fails with one line instead of an OOM.
     Returns the free bytes."""
+    import gc
+
     import cupy as cp
 
+    # What is only cached must not count as used: a packed weight keeps its planes (views
+    # of the last round's arena) alive through a reference cycle (its dispatch cache)
+    # until the cycle collector runs, and CuPy's pool and torch's allocator keep freed
+    # blocks (the probe's buffers, a peer's weight). CuPy's own allocator does the same
+    # collect-and-retry before it reports out of memory.
+    gc.collect()
+    cp.get_default_memory_pool().free_all_blocks()
+    if "torch" in sys.modules:
+        sys.modules["torch"].cuda.empty_cache()
     free, _total = cp.cuda.runtime.memGetInfo()
     if need > free:
         raise DeviceMemoryError(f"needs {gib(need)}, the GPU has {gib(free)} free")

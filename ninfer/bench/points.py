@@ -62,6 +62,12 @@ class BenchPoint:
             why = dim_error(value)
             if why:
                 raise ValueError(f"bench point {name}: {why}")
+        for name, cols in (("x", self.k), ("out", self.n)):
+            if self.t * cols > INT32_MAX:  # what linear() refuses: int32 element indices
+                raise ValueError(
+                    f"bench point {name}: expected T × {'K' if name == 'x' else 'N'} <= "
+                    f"{INT32_MAX} elements (int32), got {self.t} × {cols}"
+                )
         check_policy(self.qtype, self.policy)
 
     @property

@@ -70,6 +70,12 @@ def _check_activation(a: DevArray, what: str, rows: int | None, cols: int, w: Pa
     want = (t if rows is None else rows, cols)
     if a.shape != want:
         raise ValueError(f"{what}: expected shape {want}, got {a.shape}")
+    if t * cols > INT32_MAX:
+        # dec_q indexes an activation row as (t * K + k) in int32.
+        raise ValueError(
+            f"{what}: expected at most {INT32_MAX} elements (the kernels index it in int32), "
+            f"got shape {a.shape}"
+        )
     if not a.c_contiguous:
         raise ValueError(f"{what}: expected a row-major contiguous array, got strides {a.strides}")
     if a.device != w.device_id:

@@ -182,7 +182,9 @@ def _fake_cupy(free: int, malloc: Callable[[int], Any] = _forbidden) -> SimpleNa
         Memory=malloc,
         Device=lambda *_: SimpleNamespace(use=lambda: None),
     )
-    return SimpleNamespace(cuda=cuda)
+    # check_fits empties CuPy's pool of cached blocks before it asks for free memory.
+    pool = SimpleNamespace(free_all_blocks=lambda: None)
+    return SimpleNamespace(cuda=cuda, get_default_memory_pool=lambda: pool)
 
 
 def test_device_too_small_before_any_allocation(
@@ -332,3 +334,17 @@ def test_a_device_past_the_visible_ones(
     rc = main([*POINT, "--device", "3"])
     assert rc == 2
     assert "--device 3: expected < 1, the number of visible CUDA devices" in capsys.readouterr().err
+
+
+def test_a_command_word_after_options_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["--suite", "all", "ir"])
+    assert e.value.code == 2
+    assert "the command 'ir' must come first" in capsys.readouterr().err
+
+
+def test_activation_element_counts_past_int32(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--qtype", "q4", "--n", "4096", "--k", "5120", "--t", "1000000", "--list"]) == 2
+    assert "expected T × K <= 2147483647 elements (int32), got 1000000 × 5120" in (
+        capsys.readouterr().err
+    )

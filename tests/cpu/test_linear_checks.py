@@ -395,3 +395,16 @@ def test_requires_grad_is_rejected(launches: Launches) -> None:
         "out: " + msg,
         lambda: linear(FakeTorch((T, K), _X_BASE), w, out_g, stream=0),
     )
+
+
+def test_activation_element_counts_past_int32_are_rejected(launches: Launches) -> None:
+    # dec_q indexes x as (t * K + k) in int32: T within bounds, T × K not.
+    w = _device_weight()
+    t = INT32_MAX // K + 1
+    x = FakeCupy((t, K), BF16, _X_BASE)
+    _rejects(
+        launches,
+        ValueError,
+        rf"x: expected at most {INT32_MAX} elements \(the kernels index it in int32\)",
+        lambda: linear(x, w, FakeCupy((t, N), BF16, 0x9000_0000_0000), stream=0),
+    )

@@ -295,8 +295,13 @@ def test_suite_limits(tmp_path: Path, doc: object, msg: str) -> None:
 
 
 def test_int32_edge_is_accepted(tmp_path: Path) -> None:
-    root = _write(tmp_path, _with_entry(0, n=2**31 - 1))
-    assert max(p.n for p in load_suite("qwen3_6_27b", root=root)) == 2**31 - 1
+    assert BenchPoint(QType.Q4, Policy.A16, 2**31 - 1, 128, 1).n == 2**31 - 1
+    # The suite's largest T is 1024: out's T × N elements must fit int32 too.
+    edge = (2**31 - 1) // 1024
+    root = _write(tmp_path, _with_entry(0, n=edge))
+    assert max(p.n for p in load_suite("qwen3_6_27b", root=root)) == edge
+    with pytest.raises(ValueError, match=r"T × N <= 2147483647 elements"):
+        BenchPoint(QType.Q4, Policy.A16, edge + 1, 128, 1024)
 
 
 @pytest.mark.parametrize(
