@@ -18,6 +18,7 @@ the current environment, where ninfer and its dependencies are already importabl
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -29,6 +30,7 @@ nox.options.sessions = ["lint", "tests"]
 nox.options.reuse_existing_virtualenvs = True
 
 
+@functools.cache  # asked when this file is read and again by sessions: one nvidia-smi
 def _gpu_count() -> int:
     if shutil.which("nvidia-smi") is None:
         return 0

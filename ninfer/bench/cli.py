@@ -252,16 +252,12 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    from ..runtime.cupy_env import NoGPUError, require_cupy
+    from ..runtime.cupy_env import NoGPUError, require_device
 
     try:
-        count = require_cupy().cuda.runtime.getDeviceCount()
+        require_device(args.device)
     except NoGPUError as e:
         print(f"ninfer-bench: error: {e}", file=sys.stderr)
-        return 2
-    if args.device >= count:
-        print(f"ninfer-bench: error: --device {args.device}: expected < {count}, the number "
-              "of visible CUDA devices", file=sys.stderr)  # fmt: skip
         return 2
     from .run import run_points
 

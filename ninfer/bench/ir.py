@@ -31,6 +31,7 @@ from ..record import write_text_atomic
 from ..routes import LAUNCHERS, QTYPE_ID, Problem, select, table_for
 from ..runtime.compile import OPTIONS
 from ..runtime.sources import assembled_source, kernels_digest, source_hash
+from .cli import HelpFormatter
 from .env import git
 
 QNAME = {v: q.name for q, v in QTYPE_ID.items()}
@@ -234,16 +235,17 @@ def kernel_name(src: str, expr: str) -> tuple[str, str]:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(
         prog="ninfer-bench ir",
-        description="The PTX and SASS of every kernel instance the route tables can launch, "
-        "one file each plus an index.tsv, so two commits diff file by file "
-        "(diff -r irA irB). Needs nvdisasm and cuobjdump (the dev extra); no GPU with --arch.",
+        description="The PTX and SASS of every kernel instance the route tables can launch,\n"
+        "one file each plus an index.tsv, so two commits diff file by file (diff -r irA irB).\n"
+        "Needs nvdisasm and cuobjdump (the dev extra); no GPU with --arch.",
+        formatter_class=HelpFormatter,
     )
     ap.add_argument("--out", type=Path, required=True,
                     help="output folder: new, empty, or an earlier ir output")  # fmt: skip
     ap.add_argument("--arch", action="append",
                     help="sm_XX, repeatable (default: this GPU's architecture)")  # fmt: skip
     ap.add_argument("--compiler", choices=["auto", "nvrtc", "nvcc"], default="auto",
-                    help="auto: NVRTC as linear() compiles, nvcc only as a fallback (default: auto)")  # fmt: skip
+                    help="auto: NVRTC as linear() compiles, nvcc only as a fallback")  # fmt: skip
     args = ap.parse_args(argv)
     try:
         return run(args.out, args.arch, args.compiler)

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from ninfer.formats.packed import INT32_MAX  # the kernels' int32 parameters
 from ninfer.formats.qtype import QType
 from ninfer.policy import Policy
 from ninfer.record import PointKey
@@ -34,9 +35,6 @@ _SWEEP = re.compile(r"([0-9]+):([0-9]+)(?::([0-9]+))?")
 _SUITE_KEYS = frozenset({"suite", "policy", "t_classes", "entries"})
 _ENTRY_KEYS = frozenset({"label", "qtype", "n", "k", "t_class"})
 _ENTRY_OPTIONAL = frozenset({"policy"})  # per-entry override of the suite policy
-# The kernels take N, K and T as 32-bit ints (kernels/*.cu), so a larger value could only
-# wrap around inside a launch; refused here, before any GPU work.
-INT32_MAX = 2**31 - 1
 # Every T of a sweep is a timed point (capture, warmup and repeat calls, a flush per
 # sample), so more than this is a typo; expanding 1:2**31 would exhaust host memory first.
 MAX_SWEEP_POINTS = 1 << 16

@@ -12,7 +12,7 @@ import sys
 
 from ..formats.qtype import QType
 from ..policy import Policy
-from .cli import build_parser, count_arg
+from .cli import HelpFormatter, build_parser, count_arg
 from .memory import check_cap
 from .metrics import byte_breakdown
 from .points import INT32_MAX, BenchPoint
@@ -28,8 +28,9 @@ def main(argv: list[str]) -> int:
 def probe(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(
         prog="ninfer-bench probe",
-        description="Measure this GPU's sustained read bandwidth (a 4 GiB read) and cache it "
+        description="Measure this GPU's sustained read bandwidth (a 4 GiB read) and cache it\n"
         "per GPU model; the metrics' READ_pct divides by it. Prints the cached figures.",
+        formatter_class=HelpFormatter,
     )
     ap.add_argument("--force", action="store_true", help="re-measure even if a cached value exists")
     args = ap.parse_args(argv)
@@ -57,18 +58,20 @@ _METRICS = "dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum"
 
 def ncu(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(
-        prog="ninfer-bench ncu", description="Nsight Compute on one --profile point"
+        prog="ninfer-bench ncu",
+        description="Nsight Compute on one --profile point",
+        formatter_class=HelpFormatter,
     )
     ap.add_argument(
         "--qtype", required=True, choices=[q.value for q in QType], help="weight format"
     )
     ap.add_argument("--policy", default="a16", choices=[p.value for p in Policy],
-                    help="activation policy (default: a16)")  # fmt: skip
+                    help="activation policy")  # fmt: skip
     ap.add_argument("--n", type=count_arg(1, INT32_MAX), required=True, help="output features")
     ap.add_argument("--k", type=count_arg(1, INT32_MAX), required=True, help="input features")
     ap.add_argument("--t", type=count_arg(1, INT32_MAX), required=True, help="tokens")
     ap.add_argument("--ncu", default=os.environ.get("NCU", "ncu"),
-                    help="the ncu binary (default: $NCU or ncu on PATH)")  # fmt: skip
+                    help="the ncu binary ($NCU where set)")  # fmt: skip
     args = ap.parse_args(argv)
     # The point is refused here, as the main CLI would, not after Nsight Compute starts.
     try:

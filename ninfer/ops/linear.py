@@ -91,9 +91,8 @@ def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
 
 def _check_off_weight(span: tuple[int, int], what: str, w: PackedWeight) -> None:
     # Kernels read the planes while they write out / the workspace: any shared byte races.
-    lo, hi = span
     for name, plo, phi in w.plane_spans:
-        if lo < phi and plo < hi:
+        if _overlap(span, (plo, phi)):
             raise ValueError(
                 f"{what}: expected memory disjoint from the weight, got overlap with plane {name!r}"
             )

@@ -39,13 +39,9 @@ class Gpu:
 def detect_gpu(device: int = 0) -> Gpu:
     """The GPU's model and folder key. Raises NoGPUError."""
     from ..gpus import gpu_key
-    from ..runtime.cupy_env import NoGPUError, device_name, require_cupy
+    from ..runtime.cupy_env import device_name, require_device
 
-    cp = require_cupy()
-    if device >= cp.cuda.runtime.getDeviceCount():
-        raise NoGPUError(
-            f"--device {device}: only {cp.cuda.runtime.getDeviceCount()} CUDA device(s) visible"
-        )
+    cp = require_device(device)
     name = device_name(cp.cuda.runtime.getDeviceProperties(device))
     return Gpu(name, gpu_key(name))
 

@@ -55,6 +55,17 @@ def require_cupy() -> ModuleType:
     return cupy
 
 
+def require_device(device: int) -> ModuleType:
+    """``require_cupy()``, and ``device`` one of the visible CUDA devices."""
+    cupy = require_cupy()
+    count = cupy.cuda.runtime.getDeviceCount()
+    if device >= count:
+        raise NoGPUError(
+            f"--device {device}: expected < {count}, the number of visible CUDA devices"
+        )
+    return cupy
+
+
 def device_name(props: dict[str, object]) -> str:
     """The device name from ``cupy.cuda.runtime.getDeviceProperties`` (bytes in CuPy)."""
     raw = props["name"]
