@@ -5,7 +5,7 @@
 # and $OUT/gate_artifacts.tar.gz ($OUT defaults to runs/device).
 #
 # Usage (repo root): BUNDLE=.whl/repo.bundle bash tools/device_gate.sh [steps]
-#   steps (in the order given; a step may repeat): smoke startup noise baseline gate
+#   steps (in the order given; a step may repeat): smoke startup noise baseline gate noxbench
 #     planted planted5 ab ab5 tests
 #   smoke: one Q5 point, two allocations (the record, the arena, NVML);
 #   startup: import times and a profile of one round's process (suite all);
@@ -13,6 +13,8 @@
 #   baseline: ninfer-regress baseline --suite all (BASE_SUITES to add the model suites);
 #   gate: python -m ninfer.regress bench (what nox -s bench runs), CI defaults; the PR
 #     comment and step summary rendered from its verdict.json into $OUT (also planted*);
+#   noxbench: the README's main job itself, nox -s bench (--no-venv --no-install: no
+#     network here; nox comes from .whl), plots included;
 #   planted: the same with tests/fixtures/planted_w8_dec_q.patch applied (the A/B
 #     confirmation measures it against the baseline's commit);
 #   ab: --ab HEAD on the planted tree (the long A/B that sizes each point's planted
@@ -65,7 +67,7 @@ plant() { [[ $1 == *5 ]] && echo tests/fixtures/planted_w8_dec_q_5pct.patch || e
 # Usual lengths on an H200 (docs/regress.md, docs/asv.md), for DEADLINE_S.
 usual() {
   case $1 in
-    gate) echo 150 ;; planted*) echo 170 ;; ab*) echo 120 ;; fallback) echo 200 ;;
+    gate) echo 150 ;; noxbench) echo 170 ;; planted*) echo 170 ;; ab*) echo 120 ;; fallback) echo 200 ;;
     asvplanted) echo 330 ;; tests) echo 200 ;; noise) echo 420 ;; *) echo 60 ;;
   esac
 }
@@ -102,6 +104,12 @@ for step in $STEPS; do
       timeout 400 $PY -m ninfer.regress bench --no-plots > "runs/gate_$n.log" 2>&1
       echo "rc=$?" | log; grep -E "^(PASS|FAIL|UNDECIDED)|confirming|not confirmed|->" "runs/gate_$n.log" | tail -20 | log
       render "all_*" "gate_$n" ;;
+    noxbench)
+      timeout 400 $PY -m nox --no-venv --no-install -s bench > "runs/noxbench_$n.log" 2>&1
+      echo "rc=$?" | log; grep -E "^(PASS|FAIL|UNDECIDED)|confirming|->|^nox >" "runs/noxbench_$n.log" | tail -20 | log
+      run=$(find runs -mindepth 1 -maxdepth 1 -type d -name "all_*" -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2-)
+      ls "$run" "$run/plots" 2>&1 | head -20 | log
+      render "all_*" "noxbench_$n" ;;
     planted | planted5)
       git apply "$(plant "$step")" || { echo "patch does not apply" | log; continue; }
       timeout 480 $PY -m ninfer.regress bench --no-plots > "runs/planted_$n.log" 2>&1

@@ -11,7 +11,9 @@ set -euo pipefail
 mkdir -p .whl
 py=${PYTHON:-python3}
 # ninfer's own dependencies the device's Python 3.12 lacks (jsonschema and its family;
-# tqdm and tabulate, in case), then asv's (docs/asv.md says why each is needed).
+# tqdm and tabulate, in case), asv's (docs/asv.md says why each is needed), then nox's:
+# `nox --no-venv --no-install -s bench` is the README's main job there (the image has
+# matplotlib for its plots).
 "$py" -m pip download -q -d .whl --only-binary=:all: --no-deps --python-version 3.12 \
   --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 \
@@ -20,7 +22,8 @@ py=${PYTHON:-python3}
   lazy_importer==0.1.0 Pympler==1.1 virtualenv==21.15.11 distlib==0.4.4 \
   platformdirs==4.14.9 python_discovery==1.9.6 packaging==26.4 filelock==4.3.1 \
   hatchling==1.33.0 trove_classifiers==2026.9.21.13 tomlkit==0.15.2 build==1.6.1 \
-  pyproject_hooks==1.3.3 pathspec==1.1.1 pluggy==1.7.0
+  pyproject_hooks==1.3.3 pathspec==1.1.1 pluggy==1.7.0 \
+  nox==2026.10.20 argcomplete==3.7.2 attrs==26.1.0 colorlog==6.12.0 dependency-groups==1.3.2 humanize==4.17.0
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 git clone -q . "$scratch/repo"
