@@ -32,9 +32,9 @@ def aa(tmp_path_factory: pytest.TempPathFactory) -> list[record.Results]:
 
 
 def test_the_aa_records_are_gate_runs_of_one_kernel_build(aa: list[record.Results]) -> None:
-    assert len(aa) >= 9
+    assert len(aa) >= 10  # the acceptance's count of A/A runs
     assert len({r.fingerprint for r in aa}) == 1
-    assert len({r.rounds[0]["machine"] for r in aa}) >= 2  # back to back and across machines
+    assert len({r.rounds[0]["machine"] for r in aa}) >= 3  # back to back and across machines
     assert {r.doc["timing"]["rounds"] for r in aa} == {5}  # the gate's default
     assert {len(r.points) for r in aa} == {68}
 
@@ -66,7 +66,7 @@ def test_a_10pct_step_on_real_rounds_is_never_same(aa: list[record.Results]) -> 
     """Every point of one run 10 % slower, judged against another run as the gate's
     first stage does (separate runs, real between-round and between-machine noise): no
     point passes as same, and most are slower outright; the rest are unknown, which the
-    same-runner A/B then decides. Measured: 94.0 % slower over the 72 ordered pairs."""
+    same-runner A/B then decides. Measured: 94.3 % slower over the 110 ordered pairs."""
     states: dict[str, int] = {}
     for a, b in permutations(aa, 2):
         c = compare(a, _slowed(b, 1.10))
