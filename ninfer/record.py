@@ -110,7 +110,7 @@ def summarize(p: dict[str, Any], ceilings: dict[str, Any] | None = None) -> None
     p["min_us"] = float(every.min())
     p["p95_us"] = float(np.percentile(every, 95))
     if ceilings is not None:
-        from .bench.metrics import Ceilings, point_metrics
+        from .metrics import Ceilings, point_metrics
 
         c = Ceilings("", ceilings["dram_spec_gbps"], ceilings["sustained_read_gbps"],
                      ceilings["read_source"], ceilings.get("bf16_dense_tflops"))  # fmt: skip

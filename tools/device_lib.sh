@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shared by tools/device_decode.sh and tools/device_prefill.sh (sourced, not run): the
+# Shared by the device scripts (sourced, not run): the
 # output folder, the re-run inside a clone of a git bundle, the log header and the GPU
 # conformance step. Callers set SCRIPT (their path in the repo) and CLONE (a scratch
 # folder) before sourcing, then call device_setup "$@".

@@ -74,7 +74,6 @@ fi
 if has ir; then
   echo "== ninfer-bench ir" | tee -a "$OUT/device.log"
   $PY -m ninfer.bench ir --out ir_h200 2>&1 | tail -5 | tee -a "$OUT/device.log"
-  $PY tools/check_ir_runtime.py ir_h200 2>&1 | tail -8 | tee -a "$OUT/device.log"
 fi
 tar czf "$OUT/artifacts.tar.gz" baselines runs/all_* docs/perf/q4_6144x5120_h200 ir_h200 2>/dev/null
 git status --porcelain --untracked-files=no | head -20 | tee -a "$OUT/device.log"

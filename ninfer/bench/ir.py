@@ -2,7 +2,7 @@
 
 For A/B explainability: two commits' outputs diff file by file (``diff -r irA irB``).
 Each route's module is compiled as ``get_kernel`` compiles it (the assembled source,
-every ``INSTANCES`` name expression, OPTIONS plus what CuPy adds) through CuPy's NVRTC,
+every ``instances()`` name expression, OPTIONS plus what CuPy adds) through CuPy's NVRTC,
 which needs no GPU. nvcc is a fallback only, named in the index: its code can differ.
 Exit status: 0 ok, 1 a compile or disassembly failed, 2 usage or environment error.
 """
@@ -31,7 +31,7 @@ from ..record import write_text_atomic
 from ..routes import LAUNCHERS, QTYPE_ID, Problem, select, table_for
 from ..runtime.compile import OPTIONS
 from ..runtime.sources import assembled_source, kernels_digest, source_hash
-from .cli import HelpFormatter
+from .args import HelpFormatter
 from .env import git
 
 QNAME = {v: q.name for q, v in QTYPE_ID.items()}
@@ -73,7 +73,7 @@ def nvrtc_version() -> str | None:
 def target(name: str, cc: int) -> str:
     """The -arch a route's kernels are compiled for on sm_<cc>: sm_90a where the route
     needs the arch-specific features (dq_rs: wgmma, TMA), else sm_<cc>."""
-    return f"sm_{cc}a" if f"sm_{cc}a" in getattr(LAUNCHERS[name], "ARCHS", ()) else f"sm_{cc}"
+    return f"sm_{cc}a" if f"sm_{cc}a" in (LAUNCHERS[name].archs or ()) else f"sm_{cc}"
 
 
 def _nvrtc(src: str, name: str, exprs: tuple[str, ...], cc: int) -> Compiled:
@@ -83,7 +83,7 @@ def _nvrtc(src: str, name: str, exprs: tuple[str, ...], cc: int) -> Compiled:
     # --device-as-default-execution-space to OPTIONS and the route's own options (dq_rs:
     # -arch=sm_90a, which NVRTC honours beside CuPy's -arch=sm_90). Its -I paths are left
     # out: the assembled source includes nothing, so they cannot change code.
-    route_opts = tuple(getattr(LAUNCHERS[name], "NVRTC_OPTIONS", ()))
+    route_opts = LAUNCHERS[name].nvrtc_options
     opts = (
         *OPTIONS,
         *route_opts,
@@ -291,7 +291,7 @@ def run(out: Path, arch: list[str] | None, compiler: str) -> int:
 
     def build(job: tuple[int, str]) -> Compiled:
         cc, name = job
-        src, exprs = assembled_source(name), LAUNCHERS[name].INSTANCES
+        src, exprs = assembled_source(name), LAUNCHERS[name].instances()
         return _nvrtc(src, name, exprs, cc) if use_nvrtc else _nvcc(str(nvcc), src, name, exprs, cc)
 
     jobs = [(cc, n) for cc in ccs for n in dict.fromkeys(r.name for r in table_for(cc))]
@@ -312,7 +312,7 @@ def run(out: Path, arch: list[str] | None, compiler: str) -> int:
                 raise IRError(f"nvdisasm failed on {name} sm_{cc}: {dis.stderr.strip()}", 1)
             usage = res_usage(tool("cuobjdump"), Path(d, "m.cubin"))
         sass_by = split_sass(dis.stdout)
-        for expr in LAUNCHERS[name].INSTANCES:
+        for expr in LAUNCHERS[name].instances():
             kname, targs = kernel_name(assembled_source(name), expr)
             mangled, rel = names[expr], f"sm_{cc}/{name}/{kname}"
             if mangled not in ptx_by or mangled not in sass_by:

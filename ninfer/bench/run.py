@@ -12,6 +12,7 @@ Allocation, fixture, first call and compile stay outside timing.
 from __future__ import annotations
 
 import argparse
+import csv
 import functools
 import os
 import random
@@ -24,11 +25,11 @@ from typing import Any
 
 from .. import record
 from ..gpus import lookup
+from ..metrics import Ceilings, byte_breakdown, point_metrics
 from ..ops import linear, linear_workspace_bytes
 from ..policy import Policy
 from .env import environment
 from .memory import DeviceMemoryError, RunMemory, arena, check_fits, pool_groups, run_bytes
-from .metrics import Ceilings, byte_breakdown, point_metrics
 from .peers import PeerUnavailable, applies, cublas_call, tinygemm_call
 from .points import BenchPoint, group_points
 from .telemetry import Telemetry, throttled
@@ -325,8 +326,6 @@ def _run(args: argparse.Namespace, points: list[BenchPoint], dev: Any) -> int:
     if out_path is not None:
         record.write_json(out_path, doc)
     if args.csv_out:
-        from .cli import write_csv
-
         write_csv(args.csv_out, _csv_rows(doc))
     return 1 if doc["failures"] else 0
 
@@ -392,7 +391,7 @@ def _route_name(p: BenchPoint) -> str:
 def profile_one(timer: ColdTimer, call: Any) -> int:
     """``timer.warmup`` untimed calls, the L2 flush, then one call between
     cudaProfilerStart/Stop (for ``ncu --profile-from-start off``); ``--profile`` and
-    tools/dq_rs_ablate.py's."""
+    the ncu subcommand's."""
     import cupy as cp
 
     for _ in range(timer.warmup):
@@ -410,3 +409,18 @@ def profile_one(timer: ColdTimer, call: Any) -> int:
 
 def _point_id(p: BenchPoint) -> str:
     return f"{p.label} {p.qtype.value} {p.policy.value} N={p.n} K={p.k} T={p.t}"
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    import io
+
+    from ..record import write_text_atomic
+
+    keys: list[str] = []
+    for r in rows:
+        keys += [k for k in r if k not in keys]
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=keys)
+    w.writeheader()
+    w.writerows(rows)
+    write_text_atomic(path, buf.getvalue())

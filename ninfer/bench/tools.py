@@ -11,10 +11,10 @@ import subprocess
 import sys
 
 from ..formats.qtype import QType
+from ..metrics import byte_breakdown
 from ..policy import Policy
-from .cli import HelpFormatter, build_parser, count_arg
+from .args import HelpFormatter, build_parser, count_arg
 from .memory import check_cap
-from .metrics import byte_breakdown
 from .points import INT32_MAX, BenchPoint
 
 

@@ -13,7 +13,7 @@ from .layout import PLANES
 from .qtype import K_ALIGN, QType, k_padded, weight_bytes
 from .tiling import ROWS
 
-# The kernels take N, K, K_pad and T as int32 (routes/launch.py ``_Params``); a larger
+# The kernels take N, K, K_pad and T as int32 (routes/launcher.py ``_Params``); a larger
 # value would wrap in the parameter block, not fail. N and K are bounded so that their
 # padded extents (N to a band of ROWS, K to K_pad) fit as well.
 INT32_MAX = 2**31 - 1
@@ -149,11 +149,6 @@ class PackedWeight:
             (name, int(a.data.ptr), int(a.data.ptr) + int(a.nbytes))
             for name, a in self.planes.items()
         )
-
-    @functools.cached_property
-    def dispatch_cache(self) -> dict[Any, Any]:
-        """Internal: ``ninfer.ops.linear``'s resolved routes and launch plans for this weight."""
-        return {}
 
     @property
     def is_device(self) -> bool:

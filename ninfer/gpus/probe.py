@@ -56,7 +56,7 @@ def read_buffer(nbytes: int, seed: int) -> Any:
 def read_call(buf: Any, blocks_per_sm: int) -> Callable[[], None]:
     """One launch of the probe's uint4 read over ``buf``: SMs x blocks_per_sm x 512 threads.
 
-    The sustained-read probe, the timer tests and tools/read_floor.py time this call.
+    The sustained-read probe and the timer tests time this call.
     """
     cp = require_cupy()
     sms = int(cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["multiProcessorCount"])

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..bench.cli import HelpFormatter, count_arg
+from ..bench.args import HelpFormatter, count_arg
 from ..record import Results, ResultsError, key_str, load_baseline, load_results
 from .baseline_cmd import cmd_baseline, is_sentence
 from .compare import EXIT_ERROR, EXIT_PASS, Comparison, compare, text_table, with_confirmation

@@ -8,9 +8,13 @@ memory. The tile per T range is data (``TILES``), chosen by measurement on the H
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
+from ..formats.packed import PackedWeight
 from ..formats.qtype import QType
+from ..runtime.compile import Kernels
+from .launcher import KernelPlan
 from .problem import QTYPE_ID, Problem
 
 NAME = "dec_q"
@@ -50,7 +54,7 @@ class Tile:
         return ((n + self.rows - 1) // self.rows, (t + 8 * self.nt - 1) // (8 * self.nt), 1)
 
 
-# Per format, by T range: measured on the H200 (tools/tune_dec_q.py; the table and the
+# Per format, by T range: measured on the H200 (tools/tune_dec_q.py at 423e328; the table and the
 # numbers are in docs/perf/decode_h200.md), each within 99 KiB of shared memory.
 _TILES_4BIT = (
     Tile(8, 1, 1, 1, 8, 3),
@@ -77,41 +81,38 @@ TILES: dict[QType, tuple[Tile, ...]] = {
         Tile(64, 8, 1, 4, 1, 3),
     ),
 }
-TUNING = ";".join(
-    f"{q.value}:" + ",".join(f"{t.t_max}/{t.nt}/{t.mt}/{t.wr}/{t.wk}/{t.s}" for t in TILES[q])
-    for q in sorted(TILES, key=lambda q: q.value)
-)
-# Every format changes tile at the same T: one set of seams for the conformance suite.
-T_EDGES: tuple[int, ...] = tuple(tl.t_max for tl in _TILES_4BIT[:-1])
 
 
-def tile(qtype: QType, t: int) -> Tile:
-    tiles = TILES[qtype]
-    for tl in tiles:
-        if t <= tl.t_max:
-            return tl
-    return tiles[-1]
+@dataclass(frozen=True)
+class DecQTuning:
+    """The tile per format and T range (each tile serves T up to its ``t_max``)."""
+
+    tiles: Mapping[QType, tuple[Tile, ...]] = field(default_factory=lambda: dict(TILES))
+
+    def text(self) -> str:
+        return ";".join(
+            f"{q.value}:"
+            + ",".join(f"{t.t_max}/{t.nt}/{t.mt}/{t.wr}/{t.wk}/{t.s}" for t in self.tiles[q])
+            for q in sorted(self.tiles, key=lambda q: q.value)
+        )
+
+    def tile(self, qtype: QType, t: int) -> Tile:
+        tiles = self.tiles[qtype]
+        for tl in tiles:
+            if t <= tl.t_max:
+                return tl
+        return tiles[-1]
+
+
+DEFAULT = DecQTuning()
+
+
+def tile(qtype: QType, t: int, tuning: DecQTuning = DEFAULT) -> Tile:
+    return tuning.tile(qtype, t)
 
 
 def expr(qtype_id: int, tl: Tile) -> str:
     return f"dec_q<{qtype_id}, {tl.nt}, {tl.mt}, {tl.wr}, {tl.wk}, {tl.s}>"
-
-
-def instance(p: Problem) -> str:
-    return expr(QTYPE_ID[p.qtype], tile(p.qtype, p.t))
-
-
-INSTANCES: tuple[str, ...] = tuple(
-    expr(QTYPE_ID[q], tl) for q in sorted(TILES, key=QTYPE_ID.__getitem__) for tl in TILES[q]
-)
-
-
-def block(p: Problem) -> tuple[int, int, int]:
-    return (tile(p.qtype, p.t).threads, 1, 1)
-
-
-def grid(p: Problem) -> tuple[int, int, int]:
-    return tile(p.qtype, p.t).grid(p.n, p.t)
 
 
 def tile_shared_bytes(qtype: QType, t: int, tl: Tile) -> int:
@@ -121,9 +122,47 @@ def tile_shared_bytes(qtype: QType, t: int, tl: Tile) -> int:
     return max(tl.s * stage, tl.wk * tl.rows * 8 * tl.nt * 4)
 
 
-def shared_bytes(p: Problem) -> int:
-    return tile_shared_bytes(p.qtype, p.t, tile(p.qtype, p.t))
+class DecQ:
+    """The decode route's launcher (see the module docstring)."""
+
+    name = NAME
+    archs: tuple[str, ...] | None = None
+    nvrtc_options: tuple[str, ...] = ()
+    rounds_weight: frozenset[QType] = frozenset()  # the group scale multiplies the FP32 sum
+    tuning = DEFAULT
+
+    def instances(self, tuning: DecQTuning | None = None) -> tuple[str, ...]:
+        tiles = (tuning or self.tuning).tiles
+        return tuple(
+            expr(QTYPE_ID[q], tl)
+            for q in sorted(tiles, key=QTYPE_ID.__getitem__)
+            for tl in tiles[q]
+        )
+
+    def instance(self, p: Problem, tuning: DecQTuning | None = None) -> str:
+        return expr(QTYPE_ID[p.qtype], (tuning or self.tuning).tile(p.qtype, p.t))
+
+    def t_edges(self, tuning: DecQTuning | None = None) -> tuple[int, ...]:
+        tiles = (tuning or self.tuning).tiles
+        return tuple(sorted({tl.t_max for ts in tiles.values() for tl in ts[:-1]}))
+
+    def supports(self, p: Problem) -> bool:
+        return p.t <= T_MAX
+
+    def workspace_bytes(self, p: Problem, tuning: DecQTuning | None = None) -> int:
+        return 0
+
+    def plan(
+        self, p: Problem, w: PackedWeight, kernels: Kernels, tuning: DecQTuning | None = None
+    ) -> KernelPlan:
+        tn = tuning or self.tuning
+        tl = tn.tile(p.qtype, p.t)
+        dev = w.device_id
+        if dev is None:
+            raise TypeError("dec_q: a plan needs a device weight")
+        fn = kernels.get(dev, NAME, self.instance(p, tn), self.instances(tn), self.nvrtc_options)
+        shared = tile_shared_bytes(p.qtype, p.t, tl)
+        return KernelPlan(fn, tl.grid(p.n, p.t), (tl.threads, 1, 1), shared, p, w)
 
 
-def workspace_bytes(p: Problem) -> int:
-    return 0
+LAUNCHER = DecQ()

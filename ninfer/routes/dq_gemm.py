@@ -9,12 +9,14 @@ Numerics: docs/routes.md ("dq_gemm"): each weight is rounded once to BF16.
 from __future__ import annotations
 
 import ctypes
-import sys
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from ..formats.packed import PackedWeight
 from ..formats.qtype import QType, k_padded
+from ..runtime.compile import Kernels
+from .launcher import arg_pointers
 from .problem import QTYPE_ID, Problem
 
 NAME = "dq_gemm"
@@ -26,7 +28,7 @@ TILE_CHUNKS = 16  # DQ_CH in kernels/dq_gemm.cu: 32-k chunks per block tile (16 
 # stream and may overlap the GEMM of band b (on the caller's stream). The band bounds
 # the workspace (two bands; one when a single band holds the weight) whatever N is:
 # the 27B output head would need 2.5 GB decoded at once. Measured on the H200
-# (tools/tune_dq_gemm.py, docs/perf/prefill_h200.md): one whole-weight band is 5-10 %
+# (tools/tune_dq_gemm.py at 423e328, docs/perf/prefill_h200.md): one whole-weight band is 5-10 %
 # faster at T = 128 and within +-5 % at T = 1024; 24 MiB bands lose up to 17 %.
 BAND_BYTES = 48 << 20
 BAND_ALIGN = 128
@@ -37,23 +39,34 @@ BAND_ALIGN = 128
 ROUNDS_WEIGHT: frozenset[QType] = frozenset({QType.Q4, QType.Q5, QType.Q6, QType.W8})
 
 INSTANCES: tuple[str, ...] = tuple(f"dq_gemm<{q}>" for q in sorted(QTYPE_ID.values()))
-TUNING = f"band_bytes={BAND_BYTES} band_align={BAND_ALIGN} double_buffered"
+
+
+@dataclass(frozen=True)
+class DqGemmTuning:
+    band_bytes: int = BAND_BYTES
+    band_align: int = BAND_ALIGN
+
+    def text(self) -> str:
+        return f"band_bytes={self.band_bytes} band_align={self.band_align} double_buffered"
+
+
+DEFAULT = DqGemmTuning()
 
 
 def instance(p: Problem) -> str:
     return f"dq_gemm<{QTYPE_ID[p.qtype]}>"
 
 
-def band_rows(p: Problem) -> int:
-    """Rows per band: about BAND_BYTES of BF16, balanced over the bands, 128-aligned."""
+def band_rows(p: Problem, tuning: DqGemmTuning = DEFAULT) -> int:
+    """Rows per band: about ``band_bytes`` of BF16, balanced over the bands, aligned."""
     row_bytes = 2 * k_padded(p.k)
-    bands = max(1, round(p.n * row_bytes / BAND_BYTES))
+    bands = max(1, round(p.n * row_bytes / tuning.band_bytes))
     rows = -(-p.n // bands)
-    return min(-(-rows // BAND_ALIGN) * BAND_ALIGN, -(-p.n // 16) * 16)
+    return min(-(-rows // tuning.band_align) * tuning.band_align, -(-p.n // 16) * 16)
 
 
-def workspace_bytes(p: Problem) -> int:
-    rows = band_rows(p)
+def workspace_bytes(p: Problem, tuning: DqGemmTuning = DEFAULT) -> int:
+    rows = band_rows(p, tuning)
     slots = 1 if rows >= p.n else 2
     return slots * rows * 2 * k_padded(p.k)
 
@@ -141,23 +154,22 @@ def _lib() -> _Cublas:
 class DqPlan:
     """The launches of one (weight, T): per band a decode (side stream) and a GEMM.
 
-    Built once per (weight, T, policy) like launch.Plan; ``run`` writes pointers and
+    Built once per (weight, T, policy) like launcher.KernelPlan; ``run`` writes pointers and
     enqueues. Band b decodes into workspace slot b % 2 on a side stream that first waits
     for the caller's stream; the GEMM of band b waits for its decode, and the decode of
     band b + 2 waits for the GEMM of band b (same slot). The caller's stream waits for
     every decode, so the side stream rejoins it (a CUDA-graph capture requirement).
     """
 
-    def __init__(self, p: Problem, w: PackedWeight) -> None:
+    def __init__(self, p: Problem, w: PackedWeight, fn: Any, tuning: DqGemmTuning) -> None:
         import cupy
 
-        from .launch import _kernel, arg_pointers
-
         dev = w.device_id
-        assert dev is not None
+        if dev is None:
+            raise TypeError("dq_gemm: a plan needs a device weight")
         lib = _lib()
         with cupy.cuda.Device(dev):
-            self.func = int(_kernel(dev, sys.modules[__name__], instance(p)).kernel.ptr)
+            self.func = int(fn.kernel.ptr)
             self.handle, self.cublas_lock = lib.handle(dev)
             self.side = cupy.cuda.Stream(non_blocking=True)
             self.ev_start = cupy.cuda.Event(disable_timing=True)
@@ -166,7 +178,7 @@ class DqPlan:
         self.lib = lib.lib
         self.device = dev
         self.n, self.k, self.t, self.kpad = p.n, p.k, p.t, w.k_pad
-        self.rows = band_rows(p)
+        self.rows = band_rows(p, tuning)
         self.slot_bytes = self.rows * 2 * w.k_pad
         qs, qh, sc = w.plane_ptrs
         self.params = _Params(qs, qh, sc, w.k_pad, 0, 0, 0)
@@ -213,5 +225,38 @@ class DqPlan:
                 runtime.eventRecord(self.ev_mm[slot].ptr, stream)
 
 
-def make_plan(p: Problem, w: PackedWeight) -> Any:
-    return DqPlan(p, w)
+class DqGemm:
+    """The decode + cuBLAS route's launcher (see the module docstring)."""
+
+    name = NAME
+    archs: tuple[str, ...] | None = None
+    nvrtc_options: tuple[str, ...] = ()
+    rounds_weight = ROUNDS_WEIGHT
+    tuning = DEFAULT
+
+    def instances(self, tuning: DqGemmTuning | None = None) -> tuple[str, ...]:
+        return INSTANCES
+
+    def instance(self, p: Problem, tuning: DqGemmTuning | None = None) -> str:
+        return instance(p)
+
+    def t_edges(self, tuning: DqGemmTuning | None = None) -> tuple[int, ...]:
+        return ()
+
+    def supports(self, p: Problem) -> bool:
+        return True  # any T, and cuBLAS runs on every architecture
+
+    def workspace_bytes(self, p: Problem, tuning: DqGemmTuning | None = None) -> int:
+        return workspace_bytes(p, tuning or self.tuning)
+
+    def plan(
+        self, p: Problem, w: PackedWeight, kernels: Kernels, tuning: DqGemmTuning | None = None
+    ) -> DqPlan:
+        dev = w.device_id
+        if dev is None:
+            raise TypeError("dq_gemm: a plan needs a device weight")
+        fn = kernels.get(dev, NAME, instance(p), INSTANCES, self.nvrtc_options)
+        return DqPlan(p, w, fn, tuning or self.tuning)
+
+
+LAUNCHER = DqGemm()

@@ -16,12 +16,14 @@ from __future__ import annotations
 import ctypes
 import functools
 import itertools
-import sys
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from ..formats.packed import PackedWeight
 from ..formats.qtype import QType
+from ..runtime.compile import Kernels
+from .launcher import arg_pointers
 from .problem import QTYPE_ID, Problem
 
 NAME = "dq_rs"
@@ -47,8 +49,6 @@ ROWS = 128  # RS_BM: weight rows per tile
 # so over 128 tokens NB = 2 needs fewer tile-times whatever T is (2 x 1.4 < 3 at T = 257),
 # and the persistent grid spreads them over the SMs whatever the tile count.
 NB2_FROM = 129
-T_EDGES = (NB2_FROM - 1,)
-NB_FORCE: int | None = None  # tests: run one tile size on every shape
 # The persistent grid (Stream-K; kernels/dq_rs.cu): at most one block per SM, up to
 # BLOCKS_MAX (the partial slots in the workspace: two per block). Every block takes the
 # same number of stage pairs (at least MIN_PAIRS: a run shorter than the ring's fill is
@@ -66,7 +66,7 @@ NB_FORCE: int | None = None  # tests: run one tile size on every shape
 # stage pairs more (the ring's drain, the partial's store or the sum of the others', the
 # output's store), so where fewer blocks touch fewer tiles per run the host takes them
 # (split_blocks), when the worst run's cost falls by SEG_GAIN at least. Measured on the
-# H200 (Q4, BLOCKS_FORCE; docs/perf/prefill_h200/dq_rs_blocks_segments.txt): [5120,6144]
+# H200 (Q4, the tuning's `blocks` forced; docs/perf/prefill_h200/dq_rs_blocks_segments.txt): [5120,6144]
 # T=128 / 256 on 120 blocks (runs of exactly a third of a tile) 27.97 -> 26.21 and
 # 46.66 -> 41.10 us, T=1024 on 128 101.15 against 132's 104.45; [6144,5120] T=1024 on
 # 128: 105.71 -> 102.02; [4608,4608] T=256 on 108: 37.58 -> 35.54; [5120,17408] T=256 on
@@ -78,7 +78,6 @@ SK_LONG = 100
 MIN_PAIRS = 4
 SEG_PAIRS = 5
 SEG_GAIN = 0.015
-BLOCKS_FORCE: int | None = None  # tests: force the split of tiles between blocks
 
 # Bytes of one 16-row band per 64-k stage: (codes, high bits, scales); RsBand<QT>.
 BAND: dict[QType, tuple[int, int, int]] = {
@@ -94,13 +93,47 @@ BAND: dict[QType, tuple[int, int, int]] = {
 ROUNDS_WEIGHT: frozenset[QType] = frozenset({QType.Q4, QType.Q5, QType.Q6, QType.W8})
 
 
-def stages(qtype: QType, nb: int) -> int:
-    """Ring slots for a format and tile: the deepest of STAGE_DEPTHS that fits (the last
-    always does)."""
-    for s in STAGE_DEPTHS[:-1]:
+@dataclass(frozen=True)
+class DqRsTuning:
+    """The tile, ring and grid rules (the module's constants are the measured defaults).
+    ``nb`` and ``blocks`` force one token tile and one block count on every problem
+    (experiments and tests; None: the rules decide)."""
+
+    stage_depths: tuple[int, ...] = STAGE_DEPTHS
+    nb2_from: int = NB2_FROM
+    blocks_max: int = BLOCKS_MAX
+    dp_fill: float = DP_FILL
+    dp_fill_short: float = DP_FILL_SHORT
+    sk_long: int = SK_LONG
+    min_pairs: int = MIN_PAIRS
+    seg_pairs: int = SEG_PAIRS
+    seg_gain: float = SEG_GAIN
+    nb: int | None = None
+    blocks: int | None = None
+
+    def text(self) -> str:
+        return (
+            f"stages={'/'.join(map(str, self.stage_depths))} nb2_from={self.nb2_from} "
+            f"rows={ROWS} blocks_max={self.blocks_max} dp_fill={self.dp_fill} "
+            f"dp_fill_short={self.dp_fill_short} sk_long={self.sk_long} "
+            f"min_pairs={self.min_pairs} seg_pairs={self.seg_pairs} seg_gain={self.seg_gain} "
+            "persistent"
+            + (f" nb={self.nb}" if self.nb is not None else "")
+            + (f" blocks={self.blocks}" if self.blocks is not None else "")
+        )
+
+
+DEFAULT = DqRsTuning()
+
+
+def stages(qtype: QType, nb: int, tuning: DqRsTuning = DEFAULT) -> int:
+    """Ring slots for a format and tile: the deepest of ``stage_depths`` that fits (the
+    last always does)."""
+    depths = tuning.stage_depths
+    for s in depths[:-1]:
         if shared_bytes_for(qtype, nb, s) <= SHARED_MAX:
             return s
-    return STAGE_DEPTHS[-1]
+    return depths[-1]
 
 
 def shared_bytes_for(qtype: QType, nb: int, s: int) -> int:
@@ -111,16 +144,15 @@ def shared_bytes_for(qtype: QType, nb: int, s: int) -> int:
     return 1024 + s * stage + 128 * ROWS * 2 + 16 * s + 16
 
 
-INSTANCES: tuple[str, ...] = tuple(
-    f"dq_rs<{qid}, {stages(q, nb)}, {nb}>"
-    for q, qid in sorted(QTYPE_ID.items(), key=lambda item: item[1])
-    for nb in (1, 2)
-)
-TUNING = (
-    f"stages={'/'.join(map(str, STAGE_DEPTHS))} nb2_from={NB2_FROM} rows={ROWS} blocks_max={BLOCKS_MAX} "
-    f"dp_fill={DP_FILL} dp_fill_short={DP_FILL_SHORT} sk_long={SK_LONG} "
-    f"min_pairs={MIN_PAIRS} seg_pairs={SEG_PAIRS} seg_gain={SEG_GAIN} persistent"
-)
+def instances(tuning: DqRsTuning = DEFAULT) -> tuple[str, ...]:
+    return tuple(
+        f"dq_rs<{qid}, {stages(q, nb, tuning)}, {nb}>"
+        for q, qid in sorted(QTYPE_ID.items(), key=lambda item: item[1])
+        for nb in (1, 2)
+    )
+
+
+INSTANCES: tuple[str, ...] = instances()
 
 # cuTensorMapEncodeTiled enums (cuda.h).
 _DT_UINT64, _DT_BF16 = 4, 9
@@ -129,67 +161,71 @@ _L2_PROMO_128B = 2
 _MAP = ctypes.c_uint64 * 16  # CUtensorMap: 128 opaque bytes
 
 
-def choose_nb(p: Problem) -> int:
+def choose_nb(p: Problem, tuning: DqRsTuning = DEFAULT) -> int:
     """128-token (1) or 256-token (2) tiles."""
-    if NB_FORCE is not None:
-        return NB_FORCE
-    return 1 if p.t < NB2_FROM else 2
+    if tuning.nb is not None:
+        return tuning.nb
+    return 1 if p.t < tuning.nb2_from else 2
 
 
-def instance(p: Problem) -> str:
-    nb = choose_nb(p)
-    return f"dq_rs<{QTYPE_ID[p.qtype]}, {stages(p.qtype, nb)}, {nb}>"
+def instance(p: Problem, tuning: DqRsTuning = DEFAULT) -> str:
+    nb = choose_nb(p, tuning)
+    return f"dq_rs<{QTYPE_ID[p.qtype]}, {stages(p.qtype, nb, tuning)}, {nb}>"
 
 
 def tiles(p: Problem, nb: int) -> int:
     return -(-p.n // ROWS) * -(-p.t // (128 * nb))
 
 
-def blocks(p: Problem, nb: int, sms: int, kpad: int) -> int:
-    """Persistent blocks for ``sms`` multiprocessors: at most BLOCKS_MAX, and at most one
-    per run unit (``sched_unit`` pairs) of the whole problem, so every block has a run."""
+def blocks(p: Problem, nb: int, sms: int, kpad: int, tuning: DqRsTuning = DEFAULT) -> int:
+    """Persistent blocks for ``sms`` multiprocessors: at most ``blocks_max``, and at most
+    one per run unit (``sched_unit`` pairs) of the whole problem, so every block has a run."""
     n_tiles = tiles(p, nb)
     pairs = n_tiles * (kpad // 128)  # a multiple of sched_unit(kpad)
-    if BLOCKS_FORCE is not None:
-        return max(1, min(BLOCKS_FORCE, BLOCKS_MAX, pairs // sched_unit(kpad)))
-    sms = min(sms, BLOCKS_MAX)
+    if tuning.blocks is not None:
+        return max(1, min(tuning.blocks, tuning.blocks_max, pairs // sched_unit(kpad)))
+    sms = min(sms, tuning.blocks_max)
     waves = -(-n_tiles // sms)
     fill = n_tiles / (waves * sms)
-    split = max(1, min(sms, pairs // MIN_PAIRS))
-    long_runs = pairs >= SK_LONG * split
-    if fill >= DP_FILL or (fill >= DP_FILL_SHORT and not long_runs):
+    split = max(1, min(sms, pairs // tuning.min_pairs))
+    long_runs = pairs >= tuning.sk_long * split
+    if fill >= tuning.dp_fill or (fill >= tuning.dp_fill_short and not long_runs):
         # Whole tiles only when the runs cut no tile: a block count that divides the
         # tiles, in `waves` tiles per block at most (none: [34816,5120] at T = 1024, 1088
         # tiles, goes split).
         for g in range(-(-n_tiles // waves), sms + 1):
             if n_tiles % g == 0:
                 return g
-    return split_blocks(n_tiles, kpad, split)
+    return split_blocks(n_tiles, kpad, split, tuning.seg_pairs, tuning.seg_gain)
 
 
-def run_cost(n_tiles: int, kpad: int, n_blocks: int) -> int:
-    """The longest run's cost in stage pairs: its pairs plus SEG_PAIRS per tile it touches."""
+def run_cost(n_tiles: int, kpad: int, n_blocks: int, seg_pairs: int = SEG_PAIRS) -> int:
+    """The longest run's cost in stage pairs: its pairs plus ``seg_pairs`` per tile it
+    touches."""
     pairs = kpad // 128
     starts = [*run_starts(n_tiles, kpad, n_blocks), n_tiles * pairs]
     return max(
-        (e - s) + SEG_PAIRS * ((e - 1) // pairs - s // pairs + 1)
+        (e - s) + seg_pairs * ((e - 1) // pairs - s // pairs + 1)
         for s, e in itertools.pairwise(starts)
     )
 
 
 @functools.lru_cache(maxsize=1024)
-def split_blocks(n_tiles: int, kpad: int, most: int) -> int:
+def split_blocks(
+    n_tiles: int, kpad: int, most: int, seg_pairs: int = SEG_PAIRS, seg_gain: float = SEG_GAIN
+) -> int:
     """The split grid's block count: ``most`` (the most blocks the problem allows), or the
-    count from most / 2 up whose longest run costs least, where that is at least SEG_GAIN
-    below most's (ties: the more blocks). About 1 ms of Python on 132 SMs: cached, a plan
-    per (weight, T) asks it and T changes the tile count only every 128 NB tokens."""
-    base = run_cost(n_tiles, kpad, most)
+    count from most / 2 up whose longest run costs least, where that is at least
+    ``seg_gain`` below most's (ties: the more blocks). About 1 ms of Python on 132 SMs:
+    cached (a pure function of its arguments); T changes the tile count only every 128 NB
+    tokens."""
+    base = run_cost(n_tiles, kpad, most, seg_pairs)
     best, best_cost = most, base
     for g in range(most - 1, most // 2, -1):
-        c = run_cost(n_tiles, kpad, g)
+        c = run_cost(n_tiles, kpad, g, seg_pairs)
         if c < best_cost:
             best, best_cost = g, c
-    return best if best_cost <= base * (1 - SEG_GAIN) else most
+    return best if best_cost <= base * (1 - seg_gain) else most
 
 
 def sched_unit(kpad: int) -> int:
@@ -223,23 +259,24 @@ def _x_copy_bytes(p: Problem) -> int:
     return -(-(p.t * k_pitch(p.k) * 2) // 256) * 256
 
 
-def _counter_bytes(p: Problem) -> int:
-    return -(-(4 * tiles(p, choose_nb(p))) // 256) * 256
+def _counter_bytes(p: Problem, tuning: DqRsTuning = DEFAULT) -> int:
+    return -(-(4 * tiles(p, choose_nb(p, tuning))) // 256) * 256
 
 
-def _split_bytes(p: Problem) -> int:
+def _split_bytes(p: Problem, tuning: DqRsTuning = DEFAULT) -> int:
     """Tile counters, then FP32 partials: [2 per block][16 NB float4][256 threads]."""
-    return _counter_bytes(p) + 2 * BLOCKS_MAX * 16 * choose_nb(p) * 256 * 16
+    nb = choose_nb(p, tuning)
+    return _counter_bytes(p, tuning) + 2 * tuning.blocks_max * 16 * nb * 256 * 16
 
 
-def workspace_bytes(p: Problem) -> int:
+def workspace_bytes(p: Problem, tuning: DqRsTuning = DEFAULT) -> int:
     """A copy of x with a 16-byte row pitch (used only when x is not aligned), and the
     persistent grid's tile counters and partial slots."""
-    return _x_copy_bytes(p) + _split_bytes(p)
+    return _x_copy_bytes(p) + _split_bytes(p, tuning)
 
 
-def shared_bytes(p: Problem, nb: int) -> int:
-    return shared_bytes_for(p.qtype, nb, stages(p.qtype, nb))
+def shared_bytes(p: Problem, nb: int, tuning: DqRsTuning = DEFAULT) -> int:
+    return shared_bytes_for(p.qtype, nb, stages(p.qtype, nb, tuning))
 
 
 class _Params(ctypes.Structure):
@@ -348,19 +385,17 @@ class RsPlan:
 
     X_MAPS = 16  # distinct x buffers remembered per plan
 
-    def __init__(self, p: Problem, w: PackedWeight) -> None:
+    def __init__(self, p: Problem, w: PackedWeight, fn: Any, tuning: DqRsTuning) -> None:
         import cupy
 
-        from .launch import _kernel, arg_pointers
-
         dev = w.device_id
-        assert dev is not None
+        if dev is None:
+            raise TypeError("dq_rs: a plan needs a device weight")
         with cupy.cuda.Device(dev):
             sms = int(cupy.cuda.Device(dev).attributes["MultiProcessorCount"])
-            self.nb = choose_nb(p)
+            self.nb = choose_nb(p, tuning)
             self.n_tiles = tiles(p, self.nb)
-            fn = _kernel(dev, sys.modules[__name__], instance(p))
-            self.shared = shared_bytes(p, self.nb)
+            self.shared = shared_bytes(p, self.nb, tuning)
             if fn.max_dynamic_shared_size_bytes < self.shared:
                 fn.max_dynamic_shared_size_bytes = self.shared
             self.func = int(fn.kernel.ptr)
@@ -387,13 +422,13 @@ class RsPlan:
         )
         self.argv = arg_pointers(self.params)
         self.argv_ptr = ctypes.addressof(self.argv)
-        self.blocks = blocks(p, self.nb, sms, w.k_pad)
+        self.blocks = blocks(p, self.nb, sms, w.k_pad, tuning)
         # Runs that all start on a tile (whole tiles per block, no partials): the
         # counters go unused.
         starts = run_starts(self.n_tiles, w.k_pad, self.blocks)
         self.splits = any(i % (w.k_pad // 128) for i in starts)
         self.x_copy = _x_copy_bytes(p)
-        self.counter_bytes = _counter_bytes(p)
+        self.counter_bytes = _counter_bytes(p, tuning)
         self.device = dev
         self.t, self.k, self.n = p.t, p.k, p.n
         self.box_t = 128 * self.nb
@@ -472,5 +507,40 @@ class RsPlan:
             )
 
 
-def make_plan(p: Problem, w: PackedWeight) -> Any:
-    return RsPlan(p, w)
+class DqRs:
+    """The sm_90a prefill route's launcher (see the module docstring)."""
+
+    name = NAME
+    archs: tuple[str, ...] | None = ARCHS
+    nvrtc_options = NVRTC_OPTIONS
+    rounds_weight = ROUNDS_WEIGHT
+    tuning = DEFAULT
+
+    def instances(self, tuning: DqRsTuning | None = None) -> tuple[str, ...]:
+        return instances(tuning or self.tuning)
+
+    def instance(self, p: Problem, tuning: DqRsTuning | None = None) -> str:
+        return instance(p, tuning or self.tuning)
+
+    def t_edges(self, tuning: DqRsTuning | None = None) -> tuple[int, ...]:
+        tn = tuning or self.tuning
+        return () if tn.nb is not None else (tn.nb2_from - 1,)
+
+    def supports(self, p: Problem) -> bool:
+        return p.cc == 90  # sm_90a code: wgmma, TMA and setmaxnreg run on sm_90 alone
+
+    def workspace_bytes(self, p: Problem, tuning: DqRsTuning | None = None) -> int:
+        return workspace_bytes(p, tuning or self.tuning)
+
+    def plan(
+        self, p: Problem, w: PackedWeight, kernels: Kernels, tuning: DqRsTuning | None = None
+    ) -> RsPlan:
+        tn = tuning or self.tuning
+        dev = w.device_id
+        if dev is None:
+            raise TypeError("dq_rs: a plan needs a device weight")
+        fn = kernels.get(dev, NAME, instance(p, tn), self.instances(tn), self.nvrtc_options)
+        return RsPlan(p, w, fn, tn)
+
+
+LAUNCHER = DqRs()

@@ -7,14 +7,16 @@ these tables; nothing else encodes a route boundary.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from types import ModuleType
+from types import MappingProxyType
 from typing import TypedDict
 
 from ..errors import UnsupportedProblem
 from ..formats.qtype import QType
 from ..policy import Policy
 from . import dec_q, dq_gemm, dq_rs
+from .launcher import Launcher
 from .problem import Problem
 
 ALL_QTYPES = frozenset(QType)
@@ -48,11 +50,11 @@ class Route:
         )
 
     @property
-    def launcher(self) -> ModuleType:
+    def launcher(self) -> Launcher:
         return LAUNCHERS[self.name]
 
 
-LAUNCHERS: dict[str, ModuleType] = {m.NAME: m for m in (dec_q, dq_gemm, dq_rs)}
+LAUNCHERS: dict[str, Launcher] = {m.LAUNCHER.name: m.LAUNCHER for m in (dec_q, dq_gemm, dq_rs)}
 
 _PORTABLE = (
     Route("dec_q", 1, dec_q.T_MAX, note="tensor-core GEMV: W decoded from global into A fragments"),
@@ -276,43 +278,57 @@ _SM90 = (
 # the largest key <= its own. sm_80, sm_100 and sm_120 use the portable routes (their
 # crossover is not measured); sm_90 has its own entries, and only sm_90 may run dq_rs
 # (sm_90a code: without the 100 key, sm_100 would have fallen into the sm_90 table).
-ROUTE_TABLES: dict[int, tuple[Route, ...]] = {
-    80: _PORTABLE,
-    90: _SM90,
-    100: _PORTABLE,
-    120: _PORTABLE,
-}
+ROUTE_TABLES: Mapping[int, tuple[Route, ...]] = MappingProxyType(
+    {
+        80: _PORTABLE,
+        90: _SM90,
+        100: _PORTABLE,
+        120: _PORTABLE,
+    }
+)
 
 MIN_CC = min(ROUTE_TABLES)
 
 
-def table_for(cc: int) -> tuple[Route, ...]:
-    keys = [k for k in ROUTE_TABLES if k <= cc]
+Tables = Mapping[int, tuple[Route, ...]]
+
+
+def table_for(cc: int, tables: Tables = ROUTE_TABLES) -> tuple[Route, ...]:
+    keys = [k for k in tables if k <= cc]
     if not keys:
         raise UnsupportedProblem(
-            f"compute capability {cc // 10}.{cc % 10} is below the oldest supported (sm_{MIN_CC})"
+            f"compute capability {cc // 10}.{cc % 10} is below the oldest supported "
+            f"(sm_{min(tables, default=MIN_CC)})"
         )
-    return ROUTE_TABLES[max(keys)]
+    return tables[max(keys)]
 
 
-def select(p: Problem) -> Route:
-    for route in table_for(p.cc):
+def select(p: Problem, tables: Tables = ROUTE_TABLES) -> Route:
+    """The first entry of the device's table that serves ``p``; its launcher must be able
+    to run it (a table that names a route for problems its kernel cannot run is a bug in
+    the table, not a reason to fall through to another row)."""
+    for route in table_for(p.cc, tables):
         if route.supports(p):
+            if not route.launcher.supports(p):
+                raise UnsupportedProblem(
+                    f"the sm_{p.cc} table sends {p.qtype.name} N={p.n} K={p.k} T={p.t} to "
+                    f"{route.name}, which cannot run it"
+                )
             return route
     raise UnsupportedProblem(
         f"no route for {p.qtype.name} policy={p.policy.value} N={p.n} K={p.k} T={p.t} on sm_{p.cc}"
     )
 
 
-def seams(cc: int) -> list[int]:
+def seams(cc: int, tables: Tables = ROUTE_TABLES) -> list[int]:
     """Both sides of every T where the route or its kernel tile changes, plus a neighbour each.
 
     The conformance suite tests these; a launcher lists the last T of each inner tile in
-    ``T_EDGES`` (a tile change inside a route is a seam too).
+    ``t_edges()`` (a tile change inside a route is a seam too).
     """
     out: set[int] = set()
-    for r in table_for(cc):
-        edges = [r.t_min - 1, r.t_max, *getattr(r.launcher, "T_EDGES", ())]
+    for r in table_for(cc, tables):
+        edges = [r.t_min - 1, r.t_max, *r.launcher.t_edges()]
         for edge in edges:
             if edge is not None and edge >= 1:
                 out.update(t for t in (edge - 1, edge, edge + 1, edge + 2) if t >= 1)
@@ -334,8 +350,8 @@ def fingerprint() -> str:
                 f"{r.n_min}:{r.n_max}:{r.k_min}:{r.k_max};".encode()
             )
     for name in sorted(LAUNCHERS):
-        h.update(repr(LAUNCHERS[name].INSTANCES).encode())
+        h.update(repr(LAUNCHERS[name].instances()).encode())
         # Host-side choices that change what runs without touching kernels/ (tile per T
         # range, band size): canonical text, like the tables.
-        h.update(LAUNCHERS[name].TUNING.encode())
+        h.update(LAUNCHERS[name].tuning.text().encode())
     return h.hexdigest()[:16]

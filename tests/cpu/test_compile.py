@@ -38,14 +38,14 @@ def mangled(expr: str) -> str:
 
 # A route may name the archs it compiles for (dq_rs: sm_90a only, it uses wgmma and TMA;
 # the sm_90 table alone lists it, and the portable routes serve sm_80 and sm_120).
-CASES = [(r, a) for r in sorted(LAUNCHERS) for a in getattr(LAUNCHERS[r], "ARCHS", ARCHS)]
+CASES = [(r, a) for r in sorted(LAUNCHERS) for a in (LAUNCHERS[r].archs or ARCHS)]
 
 
 @pytest.mark.parametrize(("route", "arch"), CASES)
 def test_kernels_compile(route: str, arch: str, tmp_path: Path) -> None:
     mod = LAUNCHERS[route]
-    refs = ", ".join(f"(void*)&{e}" for e in mod.INSTANCES)
-    src = assembled_source(mod.NAME) + f"\nvoid* ninfer_instances[] = {{{refs}}};\n"
+    refs = ", ".join(f"(void*)&{e}" for e in mod.instances())
+    src = assembled_source(mod.name) + f"\nvoid* ninfer_instances[] = {{{refs}}};\n"
     cu = tmp_path / f"{route}.cu"
     cu.write_text(src)
     cubin = tmp_path / f"{route}.{arch}.cubin"
@@ -67,7 +67,7 @@ def test_kernels_compile(route: str, arch: str, tmp_path: Path) -> None:
     )
     assert res.returncode == 0, f"nvcc failed for {route} {arch}:\n{res.stderr}"
     blob = cubin.read_bytes()
-    missing = [e for e in mod.INSTANCES if mangled(e).encode() not in blob]
+    missing = [e for e in mod.instances() if mangled(e).encode() not in blob]
     assert not missing, f"instances not in the {arch} cubin: {missing}"
     # Local-memory use in a kernel usually means a run-time-indexed register array.
     assert "error" not in res.stderr.lower()

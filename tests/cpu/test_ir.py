@@ -59,7 +59,7 @@ def tree(out: Path) -> dict[str, bytes]:
 def test_one_ptx_and_sass_per_instance(arch: str, built: Callable[[str], Path]) -> None:
     cc = int(arch[3:])
     # What the runtime compiles for this arch: every instance of every routed launcher.
-    want = {(r.name, e) for r in table_for(cc) for e in r.launcher.INSTANCES}
+    want = {(r.name, e) for r in table_for(cc) for e in r.launcher.instances()}
     out = built(arch)
     rows = index(out)
     assert len(rows) == len(want)

@@ -4,8 +4,8 @@ The stand-ins carry only the attributes ninfer reads (a CuPy array's ``data.ptr`
 ``data.device_id``, ``flags``; a torch tensor's ``data_ptr()``, ``stride()``, ...), so
 every check up to the launch runs here for real; the GPU twins of these tests are in
 tests/gpu/test_linear_errors.py. The compute capability query and the launch plan are
-the only things replaced: the first needs a GPU, the second records that nothing was
-launched.
+the only things replaced (in ``ninfer/ops/dispatch.py``): the first needs a GPU, the
+second records that nothing was launched.
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from ninfer.formats.packed import INT32_MAX, K_MAX, N_MAX
 from ninfer.ops import linear, linear_workspace_bytes
 from ninfer.runtime import interop
 
-# The module, not the function ``ninfer.ops.linear`` that shadows it as an attribute.
-linear_mod = importlib.import_module("ninfer.ops.linear")
+dispatch_mod = importlib.import_module("ninfer.ops.dispatch")
 
 N, K, T = 32, 128, 3
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -110,8 +109,8 @@ class Launches:
 @pytest.fixture
 def launches(monkeypatch: pytest.MonkeyPatch) -> Launches:
     rec = Launches()
-    monkeypatch.setattr(linear_mod, "_device_cc", lambda device_id: 90)
-    monkeypatch.setattr(linear_mod._Dispatch, "plan", lambda self: rec)
+    monkeypatch.setattr(dispatch_mod, "_device_cc", lambda device_id: 90)
+    monkeypatch.setattr(dispatch_mod.Dispatcher, "_built", lambda self, e, w: rec)
     return rec
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ninfer import QType
-from ninfer.bench.metrics import Ceilings, byte_breakdown, point_metrics
 from ninfer.gpus import GPUS, gpu_key, lookup
+from ninfer.metrics import Ceilings, byte_breakdown, point_metrics
 
 RTX5090 = Ceilings(
     gpu="NVIDIA GeForce RTX 5090",

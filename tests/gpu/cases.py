@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 
 from ninfer import PackedWeight, Policy, QType
-from ninfer.ops import linear, linear_workspace_bytes
-from ninfer.routes import ROUTE_TABLES, Problem, seams, select
+from ninfer.ops.dispatch import DEFAULT, Dispatcher
+from ninfer.routes import ROUTE_TABLES, Problem, seams
 
 from .oracle import (
     bf16_bits,
@@ -60,12 +60,14 @@ def run_case(
     t: int,
     kind: str = "cupy",
     policy: Policy = Policy.A16,
+    dispatcher: Dispatcher = DEFAULT,
 ) -> None:
-    """One conformance check: pack, launch through the public op, compare with FP64."""
+    """One conformance check: pack, launch through the public op (or ``dispatcher``, for
+    cases with another table or tuning), compare with FP64."""
     import pytest
 
     p = Problem(qtype, policy, n, k, t, device_cc())
-    if select(p).name != route:
+    if dispatcher.select(p).name != route:
         pytest.skip(f"{route} does not serve T={t} on sm_{p.cc}")
     seed = seed_for(route, qtype.name, n, k, t)
     w, w64 = packed_case(qtype, n, k, seed_for("w", qtype.name, n, k))
@@ -73,20 +75,22 @@ def run_case(
     xh = random_x(rng, t, k)
     x = to_bf16_device(xh, kind)
     out = nan_like_out(t, n, kind)
-    linear(x, w, out, policy=policy, workspace=workspace_for(w, t, policy))
+    dispatcher.linear(x, w, out, policy, workspace_for(w, t, policy, dispatcher))
     check_against_oracle(
         out,
         _bf16(xh),
-        oracle_weight(w, t, w64, policy),
+        oracle_weight(w, t, w64, policy, dispatcher),
         f"{route} {qtype.name} [{n},{k}] T={t} {kind}",
         qtype.name,
         seed,
     )
 
 
-def workspace_for(w: PackedWeight, t: int, policy: Policy = Policy.A16) -> Any:
-    """A device buffer of exactly the public query's size, or None when it is 0."""
-    need = linear_workspace_bytes(w, t, policy)
+def workspace_for(
+    w: PackedWeight, t: int, policy: Policy = Policy.A16, dispatcher: Dispatcher = DEFAULT
+) -> Any:
+    """A device buffer of exactly the query's size, or None when it is 0."""
+    need = dispatcher.workspace_bytes(w, t, policy)
     if need == 0:
         return None
     import cupy as cp
@@ -94,11 +98,17 @@ def workspace_for(w: PackedWeight, t: int, policy: Policy = Policy.A16) -> Any:
     return cp.empty(need, dtype=cp.uint8)
 
 
-def oracle_weight(w: PackedWeight, t: int, w64: Any, policy: Policy = Policy.A16) -> Any:
+def oracle_weight(
+    w: PackedWeight,
+    t: int,
+    w64: Any,
+    policy: Policy = Policy.A16,
+    dispatcher: Dispatcher = DEFAULT,
+) -> Any:
     """The weight the selected route multiplies (DESIGN §5: the oracle follows the route)."""
     p = Problem(w.qtype, policy, w.n, w.k, t, device_cc())
-    launcher = select(p).launcher
-    if w.qtype in getattr(launcher, "ROUNDS_WEIGHT", ()):
+    launcher = dispatcher.select(p).launcher
+    if w.qtype in launcher.rounds_weight:
         return bf16_rounded(w64)
     return w64
 

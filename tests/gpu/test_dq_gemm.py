@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from ninfer import Policy, QType
+from ninfer.ops.dispatch import DEFAULT
 from ninfer.routes import Problem, dq_gemm
 
 from .cases import QTYPES, SHAPES, owned_t, run_case
-from .oracle import packed_case, seed_for
 
 
 @pytest.mark.parametrize("t", owned_t("dq_gemm"))
@@ -21,16 +21,11 @@ def test_dq_gemm(qtype: QType, n: int, k: int, t: int) -> None:
 
 @pytest.mark.parametrize("t", [65, 300])
 @pytest.mark.parametrize("qtype", QTYPES, ids=lambda q: q.name)
-def test_dq_gemm_many_bands(qtype: QType, t: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dq_gemm_many_bands(qtype: QType, t: int) -> None:
     """1 MiB bands: [4304,1152] is decoded in 9 bands of 512 rows (the last one partial),
     so both workspace slots are reused and the event ordering between the side stream
     and the caller's stream decides the result. (The suite's shapes fit one band.)"""
     n, k = 4304, 1152
-    monkeypatch.setattr(dq_gemm, "BAND_BYTES", 1 << 20)
-    assert dq_gemm.band_rows(Problem(qtype, Policy.A16, n, k, t, 90)) == 512
-    w, _ = packed_case(qtype, n, k, seed_for("w", qtype.name, n, k))
-    w.dispatch_cache.clear()  # plans hold their band size: none built before the patch
-    try:
-        run_case("dq_gemm", qtype, n, k, t)
-    finally:
-        w.dispatch_cache.clear()
+    tuning = dq_gemm.DqGemmTuning(band_bytes=1 << 20)
+    assert dq_gemm.band_rows(Problem(qtype, Policy.A16, n, k, t, 90), tuning) == 512
+    run_case("dq_gemm", qtype, n, k, t, dispatcher=DEFAULT.with_tuning(dq_gemm=tuning))

@@ -11,7 +11,9 @@ import pytest
 
 from ninfer import Policy, QType, pack
 from ninfer.ops import linear
-from ninfer.routes import Problem, dq_rs, select, table
+from ninfer.ops.dispatch import DEFAULT, Dispatcher
+from ninfer.routes import Problem
+from ninfer.routes.dq_rs import DqRsTuning
 from ninfer.routes.table import Route
 
 from .cases import (
@@ -37,27 +39,25 @@ def test_dq_rs(qtype: QType, n: int, k: int, t: int) -> None:
 @pytest.mark.parametrize("nb", [1, 2])
 @pytest.mark.parametrize("t", [65, 200])
 @pytest.mark.parametrize("qtype", QTYPES, ids=lambda q: q.name)
-def test_dq_rs_each_token_tile(
-    qtype: QType, t: int, nb: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_dq_rs_each_token_tile(qtype: QType, t: int, nb: int) -> None:
     """Both tiles on one shape whatever the wave rule picks: 128 tokens (T = 200: two
     tiles, the last partial) and 256 (T = 65: one tile, mostly past T)."""
     n, k = 14352, 640
-    monkeypatch.setattr(dq_rs, "NB_FORCE", nb)
-    w, _ = packed_case(qtype, n, k, seed_for("w", qtype.name, n, k))
-    w.dispatch_cache.clear()  # plans hold their tile: none built before the patch
-    try:
-        run_case("dq_rs", qtype, n, k, t)
-    finally:
-        w.dispatch_cache.clear()
+    run_case("dq_rs", qtype, n, k, t, dispatcher=_forced(nb=nb))
 
 
-def _dq_rs_weight(qtype: QType, n: int, k: int, t: int) -> tuple[Any, Any]:
+def _forced(nb: int | None = None, blocks: int | None = None) -> Dispatcher:
+    """The default tables with dq_rs's token tile and block count forced (None: its rules
+    decide); the compiled modules are shared with the default dispatcher."""
+    return DEFAULT.with_tuning(dq_rs=DqRsTuning(nb=nb, blocks=blocks))
+
+
+def _dq_rs_weight(qtype: QType, n: int, k: int, t: int, d: Dispatcher = DEFAULT) -> tuple[Any, Any]:
     """The case's packed weight and the oracle's weight; a skip where dq_rs does not serve."""
-    if select(Problem(qtype, Policy.A16, n, k, t, device_cc())).name != "dq_rs":
+    if d.select(Problem(qtype, Policy.A16, n, k, t, device_cc())).name != "dq_rs":
         pytest.skip(f"dq_rs does not serve T={t} on sm_{device_cc()}")
     w, w64 = packed_case(qtype, n, k, seed_for("w", qtype.name, n, k))
-    return w, oracle_weight(w, t, w64)
+    return w, oracle_weight(w, t, w64, dispatcher=d)
 
 
 def _x_at(t: int, k: int, offset: int) -> Any:
@@ -106,7 +106,6 @@ def test_dq_rs_out_stores(
     blocks: int | None,
     n: int,
     offset: int,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """out is stored by TMA where its base and rows are whole 16 bytes (+16 B), else by the
     consumers' own stores (+2 B, N = 14350): every element written, none around it (a
@@ -116,30 +115,22 @@ def test_dq_rs_out_stores(
     import ml_dtypes
 
     k, t = 640, 200
-    monkeypatch.setattr(dq_rs, "NB_FORCE", nb)
-    monkeypatch.setattr(dq_rs, "BLOCKS_FORCE", blocks)
-    w, w_ref = _dq_rs_weight(qtype, n, k, t)
-    w.dispatch_cache.clear()  # plans hold their tile: none built before the patch
-    try:
-        seed = seed_for("dq_rs_out", qtype.name, n, offset, nb)
-        xh = random_x(np.random.default_rng(seed), t, k)
-        sentinel = 0x7FC1  # a NaN the kernel never writes
-        buf = cp.full(_GUARD + offset + t * n + _GUARD, sentinel, dtype=cp.uint16)
-        out = buf[_GUARD + offset : _GUARD + offset + t * n].reshape(t, n).view(ml_dtypes.bfloat16)
-        assert (out.data.ptr % 16 == 0) == (offset % 8 == 0)
-        linear(to_bf16_device(xh), w, out, workspace=workspace_for(w, t))
-        (d,) = w.dispatch_cache.values()
-        tma = offset % 8 == 0 and n % 8 == 0
-        assert d.plan().params.otma == tma, "the store path is not the one this case is for"
-        label = (
-            f"dq_rs {qtype.name} [{n},{k}] T={t} NB={nb} blocks={blocks} out offset {2 * offset} B"
-        )
-        check_against_oracle(out, xh.astype(ml_dtypes.bfloat16), w_ref, label, qtype.name, seed)
-        host = cp.asnumpy(buf)
-        around = np.concatenate([host[: _GUARD + offset], host[_GUARD + offset + t * n :]])
-        assert np.all(around == sentinel), f"{label}: elements around out were written"
-    finally:
-        w.dispatch_cache.clear()
+    d = _forced(nb, blocks)
+    w, w_ref = _dq_rs_weight(qtype, n, k, t, d)
+    seed = seed_for("dq_rs_out", qtype.name, n, offset, nb)
+    xh = random_x(np.random.default_rng(seed), t, k)
+    sentinel = 0x7FC1  # a NaN the kernel never writes
+    buf = cp.full(_GUARD + offset + t * n + _GUARD, sentinel, dtype=cp.uint16)
+    out = buf[_GUARD + offset : _GUARD + offset + t * n].reshape(t, n).view(ml_dtypes.bfloat16)
+    assert (out.data.ptr % 16 == 0) == (offset % 8 == 0)
+    d.linear(to_bf16_device(xh), w, out, workspace=workspace_for(w, t, dispatcher=d))
+    tma = offset % 8 == 0 and n % 8 == 0
+    assert d.plan(w, t).params.otma == tma, "the store path is not the one this case is for"
+    label = f"dq_rs {qtype.name} [{n},{k}] T={t} NB={nb} blocks={blocks} out offset {2 * offset} B"
+    check_against_oracle(out, xh.astype(ml_dtypes.bfloat16), w_ref, label, qtype.name, seed)
+    host = cp.asnumpy(buf)
+    around = np.concatenate([host[: _GUARD + offset], host[_GUARD + offset + t * n :]])
+    assert np.all(around == sentinel), f"{label}: elements around out were written"
 
 
 @pytest.mark.parametrize("offset", [0, 1], ids=["aligned_x", "x_base_+2B"])
@@ -174,16 +165,16 @@ def test_dq_rs_graph_capture_then_replay_with_new_inputs(qtype: QType, offset: i
     check_against_oracle(out, xh2.astype(ml_dtypes.bfloat16), w_ref, label, qtype.name, seed)
 
 
-def _all_dq_rs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Send every T >= 65 to dq_rs on this device; a skip where its table has no dq_rs
-    (dq_rs is sm_90a code: another architecture must not be handed it)."""
+def _all_dq_rs(nb: int | None = None, blocks: int | None = None) -> Dispatcher:
+    """A dispatcher that sends every T >= 65 to dq_rs on this device (``nb``, ``blocks``
+    forced as in ``_forced``); a skip where its table has no dq_rs (dq_rs is sm_90a code:
+    another architecture must not be handed it)."""
     cc = device_cc()
-    if not any(r.name == "dq_rs" for r in table.table_for(cc)):
+    if not any(r.name == "dq_rs" for r in DEFAULT.table_for(cc)):
         pytest.skip(f"dq_rs is not in sm_{cc}'s route table")
-    key = max(c for c in table.ROUTE_TABLES if c <= cc)
-    tables = dict(table.ROUTE_TABLES)
-    tables[key] = (Route("dec_q", 1, 64), Route("dq_rs", 65, None))
-    monkeypatch.setattr(table, "ROUTE_TABLES", tables)
+    key = max(c for c in DEFAULT.tables if c <= cc)
+    tables = {**DEFAULT.tables, key: (Route("dec_q", 1, 64), Route("dq_rs", 65, None))}
+    return _forced(nb, blocks).with_tables(tables)
 
 
 # (N, K, blocks, NB): the persistent grid's runs cut tiles in every way it can.
@@ -214,44 +205,30 @@ def test_dq_rs_persistent_runs(
     k: int,
     blocks: int | None,
     nb: int | None,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Tiles shared by several blocks (the partials summed by the last to finish) and
     blocks that take several tiles, with even and odd pairs per tile and both tiles."""
-    _all_dq_rs(monkeypatch)
-    monkeypatch.setattr(dq_rs, "BLOCKS_FORCE", blocks)
-    monkeypatch.setattr(dq_rs, "NB_FORCE", nb)
-    w, _ = packed_case(qtype, n, k, seed_for("w", qtype.name, n, k))
-    w.dispatch_cache.clear()
-    try:
-        run_case("dq_rs", qtype, n, k, t)
-    finally:
-        w.dispatch_cache.clear()
+    run_case("dq_rs", qtype, n, k, t, dispatcher=_all_dq_rs(nb, blocks))
 
 
-def test_dq_rs_split_tiles_are_bitwise_repeatable(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dq_rs_split_tiles_are_bitwise_repeatable() -> None:
     """Whichever block finishes a tile last, its partials are added in the same order."""
     import cupy as cp
 
     n, k, t = 1152, 4304, 200
-    _all_dq_rs(monkeypatch)
-    monkeypatch.setattr(dq_rs, "BLOCKS_FORCE", 31)
+    d = _all_dq_rs(blocks=31)
     w, _ = packed_case(QType.Q4, n, k, seed_for("w", "Q4", n, k))
-    w.dispatch_cache.clear()
-    try:
-        x = to_bf16_device(random_x(np.random.default_rng(5), t, k))
-        ws = workspace_for(w, t)
-        outs = []
-        for _ in range(5):
-            out = nan_like_out(t, n)
-            linear(x, w, out, workspace=ws)
-            outs.append(out.view(cp.uint16).get())
-        # A run that wrote nothing would leave the same NaN bits each time.
-        first = (outs[0].astype(np.uint32) << 16).view(np.float32)
-        assert np.isfinite(first).all(), "dq_rs left output elements unwritten (NaN)"
-        assert all(np.array_equal(outs[0], o) for o in outs[1:])
-    finally:
-        w.dispatch_cache.clear()
+    x = to_bf16_device(random_x(np.random.default_rng(5), t, k))
+    ws = workspace_for(w, t, dispatcher=d)
+    outs = []
+    for _ in range(5):
+        out = nan_like_out(t, n)
+        d.linear(x, w, out, workspace=ws)
+        outs.append(out.view(cp.uint16).get())
+    # A run that wrote nothing would leave the same NaN bits each time.
+    first = (outs[0].astype(np.uint32) << 16).view(np.float32)
+    assert np.isfinite(first).all(), "dq_rs left output elements unwritten (NaN)"
+    assert all(np.array_equal(outs[0], o) for o in outs[1:])
 
 
 @pytest.mark.parametrize(
@@ -261,7 +238,7 @@ def test_dq_rs_split_tiles_are_bitwise_repeatable(monkeypatch: pytest.MonkeyPatc
 )
 @pytest.mark.parametrize("qtype", QTYPES, ids=lambda q: q.name)
 def test_dq_rs_decodes_each_weight_exactly(
-    qtype: QType, n: int, k: int, t: int, blocks: int | None, monkeypatch: pytest.MonkeyPatch
+    qtype: QType, n: int, k: int, t: int, blocks: int | None
 ) -> None:
     """The decode bit for bit. x is one-hot on purpose (token i is 1.0 at column k_i, 0
     elsewhere): out[i, n] is then W[n, k_i] times 1, a sum of one exact product, so it
@@ -272,17 +249,12 @@ def test_dq_rs_decodes_each_weight_exactly(
     columns, each tile's sum split over blocks (13 blocks, runs of ~24 pairs). Zeros
     compare equal whatever their sign."""
 
-    _all_dq_rs(monkeypatch)
-    monkeypatch.setattr(dq_rs, "BLOCKS_FORCE", blocks)
+    d = _all_dq_rs(blocks=blocks)
     w, w64 = packed_case(qtype, n, k, seed_for("w", qtype.name, n, k))
-    w.dispatch_cache.clear()
-    try:
-        _check_one_hot(w, w64, t, f"dq_rs {qtype.name} [{n},{k}]")
-    finally:
-        w.dispatch_cache.clear()
+    _check_one_hot(w, w64, t, f"dq_rs {qtype.name} [{n},{k}]", d)
 
 
-def _check_one_hot(w: Any, w64: Any, t: int, label: str) -> None:
+def _check_one_hot(w: Any, w64: Any, t: int, label: str, d: Dispatcher) -> None:
     """Run one-hot x through dq_rs (t == K: the identity; else t random columns) and
     require every output to be its decoded weight, rounded as the route rounds it."""
     import cupy as cp
@@ -294,7 +266,7 @@ def _check_one_hot(w: Any, w64: Any, t: int, label: str) -> None:
     xh = np.zeros((t, k))
     xh[np.arange(t), cols] = 1.0
     out = nan_like_out(t, w.n)
-    linear(to_bf16_device(xh), w, out, workspace=workspace_for(w, t))
+    d.linear(to_bf16_device(xh), w, out, workspace=workspace_for(w, t, dispatcher=d))
     got = (out.view(cp.uint16).get().astype(np.uint32) << 16).view(np.float32)
     want = w64.get()[:, cols].T.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
     bad = got != want
@@ -307,9 +279,7 @@ def _check_one_hot(w: Any, w64: Any, t: int, label: str) -> None:
 
 
 @pytest.mark.parametrize("qtype", [q for q in QTYPES if q is not QType.BF16], ids=lambda q: q.name)
-def test_dq_rs_decodes_subnormal_scales_exactly(
-    qtype: QType, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_dq_rs_decodes_subnormal_scales_exactly(qtype: QType) -> None:
     """Groups 10^0 ... 10^-7 apart, so that the packed scales include subnormals (FP16
     below 2^-14; E4M3 with a zero exponent field), which the decode must not flush:
     kernels compile with -ftz=true (CuPy), so an FP32 subnormal on the way would become 0.
@@ -317,7 +287,7 @@ def test_dq_rs_decodes_subnormal_scales_exactly(
     import cupy as cp
 
     n, k = 1152, 640
-    _all_dq_rs(monkeypatch)
+    d = _all_dq_rs()
     rng = np.random.default_rng(seed_for("dq_rs_subnormal", qtype.name))
     spread = 10.0 ** -rng.integers(0, 8, size=(n, k // 16)).repeat(16, axis=1)
     host = pack(rng.standard_normal((n, k)) * spread, qtype)
@@ -330,4 +300,4 @@ def test_dq_rs_decodes_subnormal_scales_exactly(
         subnormal = (f != 0) & (np.abs(f) < 2.0**-14)
     assert subnormal.any(), "the case must hold subnormal scales"
     w = host.to_device()
-    _check_one_hot(w, cp.asarray(host.decode()), k, f"dq_rs {qtype.name} [{n},{k}] small scales")
+    _check_one_hot(w, cp.asarray(host.decode()), k, f"dq_rs {qtype.name} [{n},{k}] small scales", d)

@@ -12,7 +12,7 @@ import pytest
 
 from ninfer import PackedWeight, Policy, QType, UnsupportedProblem, pack
 from ninfer.ops import linear, linear_workspace_bytes
-from ninfer.routes import table
+from ninfer.ops.dispatch import Dispatcher
 
 from .oracle import bf16_bits, random_weight, to_bf16_device
 
@@ -251,11 +251,14 @@ def test_host_workspace(weights: dict) -> None:
     )
 
 
-def test_unsupported_problem_is_typed(weights: dict, monkeypatch: pytest.MonkeyPatch) -> None:
-    # A legal geometry that no route serves (emptied table) raises UnsupportedProblem.
-    monkeypatch.setattr(table, "ROUTE_TABLES", {80: ()})
+def test_unsupported_problem_is_typed(weights: dict) -> None:
+    # A legal geometry that no route serves (an empty table) raises UnsupportedProblem.
+    d = Dispatcher(tables={80: ()})
     _expect(
-        UnsupportedProblem, "no route for Q4", lambda o: linear(_x(), weights[QType.Q4], o), _out()
+        UnsupportedProblem,
+        "no route for Q4",
+        lambda o: d.linear(_x(), weights[QType.Q4], o),
+        _out(),
     )
 
 

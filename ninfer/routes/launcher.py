@@ -1,0 +1,160 @@
+"""The launcher protocol every route implements, and the one-kernel launch plan.
+
+A route module (``routes/<name>.py``) holds one ``Launcher`` instance, ``LAUNCHER``: the
+kernel instances it compiles, its tuning (a frozen dataclass whose defaults are the
+measured choices; a dispatcher may be given another), the T at which its tile changes,
+what it requires of a problem, its workspace and its plan. The dispatcher
+(``ninfer/ops/dispatch.py``) owns every cache; a launcher keeps none.
+
+A *plan* (kernel handle, grid, block, shared memory, packed parameters) is built once
+per (weight planes, problem, tuning); a call then writes the values that change (x,
+out, the x alignment flag) into the plan's parameter block and calls ``cuLaunchKernel``
+directly. CuPy's generic kernel call costs tens of microseconds of Python per launch
+with eleven arguments; host dispatch of ``linear()`` is a budgeted cost.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+from typing import Any, Protocol
+
+from ..formats.packed import PackedWeight
+from ..formats.qtype import QType
+from ..runtime.compile import Kernels
+from .problem import Problem
+
+
+class Tuning(Protocol):
+    """A launcher's host-side choices: a frozen dataclass; ``text()`` is its canonical
+    form for the kernel fingerprint (only the fields that change what runs)."""
+
+    def text(self) -> str: ...
+
+
+class Plan(Protocol):
+    def run(self, x_ptr: int, out_ptr: int, stream: int, ws_ptr: int) -> None: ...
+
+
+class Launcher(Protocol):
+    name: str  # kernels/<name>.cu, routes/<name>.py, tests/gpu/test_<name>.py
+    archs: tuple[str, ...] | None  # the -arch targets its code is for; None: any
+    nvrtc_options: tuple[str, ...]
+    rounds_weight: frozenset[QType]  # formats whose decoded weight is rounded to BF16
+    tuning: Any  # the measured default (a Tuning)
+
+    def instances(self, tuning: Any = None) -> tuple[str, ...]: ...
+
+    def instance(self, p: Problem, tuning: Any = None) -> str:
+        """The template instance (one of ``instances``) that runs ``p``."""
+        ...
+
+    def t_edges(self, tuning: Any = None) -> tuple[int, ...]:
+        """The last T of each inner tile: seams the conformance suite tests."""
+        ...
+
+    def supports(self, p: Problem) -> bool:
+        """What the kernel itself can run (architecture, T range), whatever a table says."""
+        ...
+
+    def workspace_bytes(self, p: Problem, tuning: Any = None) -> int: ...
+
+    def plan(self, p: Problem, w: PackedWeight, kernels: Kernels, tuning: Any = None) -> Plan:
+        """The launch(es) for this weight and problem. A plan keeps the planes' addresses,
+        never the weight object: the dispatcher's cache must not keep a weight alive."""
+        ...
+
+
+class _Params(ctypes.Structure):
+    # The kernels' common signature: (qs, qh, sc, tensor_scale, N, K, kpad, x, out, T, xvec).
+    _fields_ = [
+        ("qs", ctypes.c_uint64),
+        ("qh", ctypes.c_uint64),
+        ("sc", ctypes.c_uint64),
+        ("tensor_scale", ctypes.c_float),
+        ("n", ctypes.c_int32),
+        ("k", ctypes.c_int32),
+        ("kpad", ctypes.c_int32),
+        ("x", ctypes.c_uint64),
+        ("out", ctypes.c_uint64),
+        ("t", ctypes.c_int32),
+        ("xvec", ctypes.c_int32),
+    ]
+
+
+def arg_pointers(params: ctypes.Structure) -> Any:
+    """cuLaunchKernel's ``kernelParams``: one pointer per field of ``params``, in order.
+
+    The array points into ``params``, so writing a field changes the next launch; keep
+    both alive as long as the plan.
+    """
+    base = ctypes.addressof(params)
+    fields = type(params)._fields_
+    return (ctypes.c_void_p * len(fields))(
+        *[base + getattr(type(params), f[0]).offset for f in fields]
+    )
+
+
+class KernelPlan:
+    """One prepared launch of a kernel with the common signature.
+
+    ``run`` writes the values that change per call into the parameter block and calls
+    ``cuLaunchKernel`` (which copies the parameters before returning); the lock keeps
+    two threads launching the same plan from mixing their x and out.
+    """
+
+    def __init__(
+        self,
+        fn: Any,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        shared: int,
+        p: Problem,
+        w: PackedWeight,
+    ) -> None:
+        import cupy
+
+        dev = w.device_id
+        if dev is None:
+            raise TypeError("a plan needs a device weight")
+        with cupy.cuda.Device(dev):
+            if shared > 48 * 1024 and fn.max_dynamic_shared_size_bytes < shared:
+                fn.max_dynamic_shared_size_bytes = shared
+            self.func = int(fn.kernel.ptr)
+        qs, qh, sc = w.plane_ptrs
+        self.params = _Params(qs, qh, sc, w.tensor_scale, p.n, p.k, w.k_pad, 0, 0, p.t, 0)
+        self.argv = arg_pointers(self.params)
+        self.argv_ptr = ctypes.addressof(self.argv)
+        self.grid = grid
+        self.block = block
+        self.shared = shared
+        self.device = dev
+        self.row_bytes_x = p.k * 2
+        self.lock = threading.Lock()
+
+    def run(self, x_ptr: int, out_ptr: int, stream: int, ws_ptr: int = 0) -> None:
+        driver, runtime = cuda_api()
+        g, b = self.grid, self.block
+        with self.lock:
+            prm = self.params
+            prm.x = x_ptr
+            prm.out = out_ptr
+            # 16-byte x loads need a 16-byte aligned base and a row pitch of whole 16 bytes.
+            prm.xvec = int(x_ptr % 16 == 0 and self.row_bytes_x % 16 == 0)
+            if runtime.getDevice() != self.device:
+                # cuLaunchKernel runs in the current context: the weight's device must be current.
+                import cupy
+
+                with cupy.cuda.Device(self.device):
+                    driver.launchKernel(self.func, *g, *b, self.shared, stream, self.argv_ptr, 0)
+                return
+            driver.launchKernel(self.func, *g, *b, self.shared, stream, self.argv_ptr, 0)
+
+
+@functools.cache
+def cuda_api() -> Any:
+    """CuPy's driver and runtime modules (imported once: they need CuPy)."""
+    from cupy.cuda import driver, runtime
+
+    return driver, runtime
