@@ -271,7 +271,7 @@ def test_output_paths(
     for path, msg in cases:
         assert f"{flag} {path}: {msg}" in _exit_2([*POINT, flag, str(path)], capsys)
     # As root, os.access says yes to everything; a read-only folder is simulated.
-    monkeypatch.setattr("ninfer.bench.cli.os.access", lambda *_: False)
+    monkeypatch.setattr("ninfer.bench.args.os.access", lambda *_: False)
     line = _exit_2([*POINT, flag, str(tmp_path / "r.json")], capsys)
     assert f"directory {tmp_path} is not writable" in line
     assert sorted(tmp_path.rglob("*")) == before  # nothing written, no folder made
