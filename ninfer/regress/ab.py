@@ -55,8 +55,10 @@ def worktree(repo: Path, ref: str) -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
         raise AbError(f"git worktree add {sha[:12]} failed: {r.stderr.strip()}")
     try:
-        cli = path / "ninfer" / "bench" / "cli.py"
-        if not cli.exists() or "--order-seed" not in cli.read_text():
+        # The option that round records need; it has lived in bench/cli.py and, since the
+        # parser was split out, in bench/args.py: any module of the commit's bench counts.
+        bench = sorted((path / "ninfer" / "bench").glob("*.py"))
+        if not any("--order-seed" in f.read_text() for f in bench):
             raise AbError(
                 f"commit {sha[:12]} predates round records (schema v2): its benchmark cannot "
                 "run the A/B's rounds. Refresh the baseline at a newer commit."

@@ -45,6 +45,21 @@ def test_a_commit_before_round_records_is_refused() -> None:
     assert _git("worktree", "list") == before  # the temporary worktree is gone again
 
 
+def test_the_committed_baselines_commit_runs_rounds() -> None:
+    # The gate's A/B builds a worktree of the baseline's commit: one from before the bench's
+    # parser moved out of cli.py must still be accepted.
+    import json
+
+    sha = json.loads((ROOT / "baselines/h200/all.json").read_text())["environment"]["commit"]
+    try:
+        _git("cat-file", "-e", f"{sha}^{{commit}}")
+    except subprocess.CalledProcessError:
+        pytest.skip("history not in this clone")
+    with worktree(ROOT, sha) as tree:
+        assert _git("rev-parse", "HEAD", cwd=tree) == _git("rev-parse", sha)
+    assert not tree.exists()
+
+
 def test_worktree_of_head_runs_and_is_removed() -> None:
     head = _git("rev-parse", "HEAD")
     with worktree(ROOT, "HEAD") as tree:
