@@ -20,6 +20,8 @@
 #   ab: --ab HEAD on the planted tree (the long A/B that sizes each point's planted
 #     slowdown; AB_ROUNDS rounds a side; AB_QTYPE, e.g. w8, for one format's points only);
 #   planted5, ab5: the same with the 5 % fixture (planted_w8_dec_q_5pct.patch);
+#   abref: --ab "$AB_REF" on the unchanged tree (HEAD against an earlier commit, every
+#     point: a refactor that must not slow anything);
 #   tests: the GPU tests of the pipeline (tests/gpu/test_bench_timer.py, test_gate.py;
 #     NINFER_GATE_POWER=1 adds the planted-regression test);
 #   fallback: the no-baseline path (a GPU with no baselines/<gpu>/) on the planted tree:
@@ -67,7 +69,7 @@ plant() { [[ $1 == *5 ]] && echo tests/fixtures/planted_w8_dec_q_5pct.patch || e
 # Usual lengths on an H200 (docs/regress.md, docs/asv.md), for DEADLINE_S.
 usual() {
   case $1 in
-    gate) echo 150 ;; noxbench) echo 170 ;; planted*) echo 170 ;; ab*) echo 120 ;; fallback) echo 200 ;;
+    gate) echo 150 ;; noxbench) echo 170 ;; planted*) echo 170 ;; abref) echo 150 ;; ab*) echo 120 ;; fallback) echo 200 ;;
     asvplanted) echo 330 ;; tests) echo 200 ;; noise) echo 420 ;; *) echo 60 ;;
   esac
 }
@@ -122,6 +124,10 @@ for step in $STEPS; do
         ${AB_QTYPE:+--qtype "$AB_QTYPE"} > "runs/ab_$n.log" 2>&1
       echo "rc=$?" | log; grep -E "^(PASS|FAIL|UNDECIDED)|slower|faster" "runs/ab_$n.log" | tail -30 | log
       git checkout -q -- kernels ninfer ;;
+    abref)
+      timeout 480 $PY -m ninfer.regress bench --no-plots --ab "${AB_REF:?AB_REF=commit}" \
+        --ab-rounds "${AB_ROUNDS:-8}" > "runs/abref_$n.log" 2>&1
+      echo "rc=$?" | log; grep -E "^(PASS|FAIL|UNDECIDED)|slower|faster" "runs/abref_$n.log" | tail -30 | log ;;
     fallback)
       git apply "$(plant planted)" || { echo "patch does not apply" | log; continue; }
       mkdir -p /tmp/no-baselines
