@@ -22,13 +22,14 @@ import functools
 import json
 import math
 import os
-import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from .atomic import staged, write_text_atomic
 
 SCHEMA = "ninfer.results"
 SCHEMA_VERSION = 2
@@ -377,32 +378,6 @@ def _dump(doc: dict[str, Any]) -> str:
     return json.dumps(doc, indent=1, allow_nan=False) + "\n"
 
 
-@contextlib.contextmanager
-def _staged(path: Path, text: str) -> Iterator[Path]:
-    """A fully written, fsynced temporary file beside ``path``; removed unless renamed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        # mkstemp makes the file 0600; the renamed result gets what open() would give it
-        # (0666 less the umask), so a CI artifact or a shared results folder stays readable.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        yield Path(tmp)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    with _staged(path, text) as tmp:
-        os.replace(tmp, path)
-
-
 def write_json(path: Path, doc: dict[str, Any], check: bool = True) -> None:
     """Write a record atomically; ``check`` validates it first (skipped only for the
     per-point rewrites of a round in progress, which the final write validates)."""
@@ -419,7 +394,7 @@ def write_pair(json_path: Path, doc: dict[str, Any], md_path: Path, md: str) -> 
     validate(doc, str(json_path))
     text = _dump(doc)
     old = json_path.read_bytes() if json_path.exists() else None
-    with _staged(json_path, text) as tj, _staged(md_path, md) as tm:
+    with staged(json_path, text) as tj, staged(md_path, md) as tm:
         os.replace(tj, json_path)
         try:
             os.replace(tm, md_path)
