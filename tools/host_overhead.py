@@ -1,15 +1,16 @@
-"""Host-side cost of one ``linear()`` call and of its parts (tuning aid for issue 5 target 7).
+"""Host-side cost of one ``linear()`` call per route, and where it goes (cProfile).
 
-Times the enqueue only: the GPU work is tiny and the stream is synchronised every 100
-calls outside the timed region. Prints medians (µs) of linear(), its checks, the route
-lookup and the bare CuPy launch, then a cProfile of 2000 calls.
+Times the enqueue only (the stream is synchronised every 100 calls, outside the timed
+region). Prints the median (µs) of a bare CuPy launch, then for each point the median of
+linear() and a cProfile of 2000 calls.
 
-    python tools/host_overhead.py
+    python tools/host_overhead.py --point q4:6144:5120:1 --point q4:14336:5120:128
 """
 
 from __future__ import annotations
 
 import cProfile
+import functools
 import pstats
 import sys
 import time
@@ -20,7 +21,8 @@ import numpy as np
 
 from ninfer import QType
 from ninfer.bench.fixture import random_activations, random_device_weight
-from ninfer.ops import linear
+from ninfer.ops import linear, linear_workspace_bytes
+from ninfer.ops.dispatch import DEFAULT
 
 
 def median_us(fn: Callable[[], Any], n: int = 2000) -> float:
@@ -37,40 +39,47 @@ def median_us(fn: Callable[[], Any], n: int = 2000) -> float:
     return float(np.median(out)) * 1e6
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
     import cupy as cp
 
-    w = random_device_weight(QType.Q4, 6144, 5120)
-    x = random_activations(1, 5120)
-    out = cp.empty((1, 6144), dtype=x.dtype)
-    linear(x, w, out)
-    cp.cuda.Device().synchronize()
-    try:
-        import torch
-
-        xt = torch.randn((1, 5120), device="cuda").to(torch.bfloat16)
-        ot = torch.empty((1, 6144), device="cuda", dtype=torch.bfloat16)
-        linear(xt, w, ot)
-        torch_us: float | None = median_us(lambda: linear(xt, w, ot))
-    except ImportError:
-        torch_us = None
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument(
+        "--point", action="append", metavar="Q:N:K:T",
+        help="a point to time, e.g. q4:6144:5120:1 (repeatable; default: that one)",
+    )  # fmt: skip
+    ap.add_argument("--profile", type=int, default=25, help="cProfile rows per point (0: none)")
+    a = ap.parse_args(argv)
     k = cp.RawKernel('extern "C" __global__ void nop(int a) {}', "nop")
     k((1,), (32,), (np.int32(0),))
-    rows = {
-        "linear(cupy x, out)": median_us(lambda: linear(x, w, out)),
-        "linear(torch x, out)": torch_us,
-        "bare cupy RawKernel launch (1 arg)": median_us(lambda: k((1,), (32,), (np.int32(0),))),
-    }
-    for name, v in rows.items():
-        print(f"{name:<40} {'-' if v is None else f'{v:8.2f}'} us")
-    prof = cProfile.Profile()
-    prof.enable()
-    for i in range(2000):
-        linear(x, w, out)
-        if i % 100 == 0:
-            cp.cuda.get_current_stream().synchronize()
-    prof.disable()
-    pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+    print(
+        f"{'bare cupy RawKernel launch (1 arg)':<44} {median_us(lambda: k((1,), (32,), (np.int32(0),))):8.2f} us"
+    )
+    for spec in a.point or ["q4:6144:5120:1"]:
+        q, n, kk, t = spec.split(":")
+        w = random_device_weight(QType(q), int(n), int(kk))
+        x = random_activations(int(t), int(kk))
+        out = cp.empty((int(t), int(n)), dtype=x.dtype)
+        need = linear_workspace_bytes(w, int(t))
+        ws = cp.empty(need, cp.uint8) if need else None
+        call = functools.partial(linear, x, w, out, workspace=ws)
+        call()
+        cp.cuda.Device().synchronize()
+        route = DEFAULT.plan(w, int(t)).__class__.__name__
+        print(
+            f"linear {spec} ({route}){'':<{max(0, 24 - len(spec) - len(route))}} {median_us(call):8.2f} us"
+        )
+        if a.profile:
+            prof = cProfile.Profile()
+            prof.enable()
+            for i in range(2000):
+                call()
+                if i % 100 == 0:
+                    cp.cuda.get_current_stream().synchronize()
+            prof.disable()
+            pstats.Stats(prof).sort_stats("tottime").print_stats(a.profile)
+        cp.cuda.Device().synchronize()
     return 0
 
 

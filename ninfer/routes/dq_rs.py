@@ -23,6 +23,7 @@ from typing import Any
 from ..formats.packed import PackedWeight
 from ..formats.qtype import QType
 from ..runtime.compile import Kernels
+from ..runtime.tma import BF16, SWIZZLE_128B, SWIZZLE_NONE, UINT64, TensorMap, encode_2d
 from .launcher import arg_pointers
 from .problem import QTYPE_ID, Problem
 
@@ -154,12 +155,6 @@ def instances(tuning: DqRsTuning = DEFAULT) -> tuple[str, ...]:
 
 INSTANCES: tuple[str, ...] = instances()
 
-# cuTensorMapEncodeTiled enums (cuda.h).
-_DT_UINT64, _DT_BF16 = 4, 9
-_SWIZZLE_NONE, _SWIZZLE_128B = 0, 3
-_L2_PROMO_128B = 2
-_MAP = ctypes.c_uint64 * 16  # CUtensorMap: 128 opaque bytes
-
 
 def choose_nb(p: Problem, tuning: DqRsTuning = DEFAULT) -> int:
     """128-token (1) or 256-token (2) tiles."""
@@ -283,12 +278,12 @@ class _Params(ctypes.Structure):
     # kernels/dq_rs.cu: (xmap, xtail, wcodes, whigh, wscale, omap, tensor_scale, N, kpad,
     # out, T, part, cnt, tiles_x, n_tiles, tail_rows, otma)
     _fields_ = [
-        ("xmap", _MAP),
-        ("xtail", _MAP),
-        ("wcodes", _MAP),
-        ("whigh", _MAP),
-        ("wscale", _MAP),
-        ("omap", _MAP),
+        ("xmap", TensorMap),
+        ("xtail", TensorMap),
+        ("wcodes", TensorMap),
+        ("whigh", TensorMap),
+        ("wscale", TensorMap),
+        ("omap", TensorMap),
         ("tensor_scale", ctypes.c_float),
         ("n", ctypes.c_int32),
         ("kpad", ctypes.c_int32),
@@ -303,75 +298,20 @@ class _Params(ctypes.Structure):
     ]
 
 
-class _Driver:
-    """cuTensorMapEncodeTiled from the driver library CuPy already uses."""
-
-    def __init__(self) -> None:
-        lib = ctypes.CDLL("libcuda.so.1")
-        fn = lib.cuTensorMapEncodeTiled
-        fn.restype = ctypes.c_int
-        fn.argtypes = [
-            ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,
-            ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64),
-            ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint32),
-            ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-        ]  # fmt: skip
-        self.encode_tiled = fn
-        # The map must be 64-byte aligned and a ctypes array is only 16-byte aligned:
-        # encode into an aligned view of a larger buffer, then copy.
-        self.buf = ctypes.create_string_buffer(192)
-        self.map = _MAP.from_address((ctypes.addressof(self.buf) + 63) & ~63)
-        self.lock = threading.Lock()
-
-    def encode(
-        self,
-        ptr: int,
-        dtype: int,
-        dims: tuple[int, int],
-        pitch: int,
-        box: tuple[int, int],
-        swizzle: int,
-    ) -> Any:
-        """A 2-D map (dims innermost first, pitch in bytes); out-of-bounds boxes read zero."""
-        with self.lock:
-            rc = self.encode_tiled(
-                ctypes.addressof(self.map), dtype, 2, ctypes.c_void_p(ptr),
-                (ctypes.c_uint64 * 2)(*dims), (ctypes.c_uint64 * 1)(pitch),
-                (ctypes.c_uint32 * 2)(*box), (ctypes.c_uint32 * 2)(1, 1),
-                0, swizzle, _L2_PROMO_128B, 0,
-            )  # fmt: skip
-            if rc != 0:
-                raise RuntimeError(
-                    f"dq_rs: cuTensorMapEncodeTiled failed with CUresult {rc} "
-                    f"(address {ptr:#x}, dims {dims}, pitch {pitch}, box {box})"
-                )
-            return _MAP(*self.map)
-
-
-_driver: _Driver | None = None
-
-
-def _drv() -> _Driver:
-    global _driver
-    if _driver is None:
-        _driver = _Driver()
-    return _driver
-
-
 def plane_map(plane: Any, box_bytes: int) -> Any:
     """A weight plane as [bands][band bytes / 8] 8-byte words; a box is one stage's block of
     8 bands (bands past the plane read zero)."""
     if plane is None or box_bytes == 0:
-        return _MAP()
+        return TensorMap()
     bands = int(plane.shape[0]) // 16
     pitch = int(plane.nbytes) // bands
-    return _drv().encode(
+    return encode_2d(
         int(plane.data.ptr),
-        _DT_UINT64,
+        UINT64,
         (pitch // 8, bands),
         pitch,
         (box_bytes // 8, 8),
-        _SWIZZLE_NONE,
+        SWIZZLE_NONE,
     )
 
 
@@ -383,7 +323,7 @@ class RsPlan:
     value in the kernel's parameters, so a captured graph keeps its own copies).
     """
 
-    X_MAPS = 16  # distinct x buffers remembered per plan
+    XTensorMapS = 16  # distinct x buffers remembered per plan
 
     def __init__(self, p: Problem, w: PackedWeight, fn: Any, tuning: DqRsTuning) -> None:
         import cupy
@@ -402,12 +342,12 @@ class RsPlan:
         codes, high, scales = BAND[p.qtype]
         pl = w.planes
         self.params = _Params(
-            _MAP(),
-            _MAP(),
+            TensorMap(),
+            TensorMap(),
             plane_map(w.codes, codes),
             plane_map(pl.get("qh"), high),
             plane_map(pl.get("scales"), scales),
-            _MAP(),
+            TensorMap(),
             w.tensor_scale if p.qtype is QType.NVFP4 else 1.0,
             p.n,
             w.k_pad,
@@ -443,14 +383,14 @@ class RsPlan:
         key = (ptr, pitch)
         m = self.x_maps.get(key)
         if m is None:
-            if len(self.x_maps) >= self.X_MAPS:
+            if len(self.x_maps) >= self.XTensorMapS:
                 self.x_maps.clear()
             dims = (self.k, self.t)
-            main = _drv().encode(ptr, _DT_BF16, dims, pitch, (64, self.box_t), _SWIZZLE_128B)
+            main = encode_2d(ptr, BF16, dims, pitch, (64, self.box_t), SWIZZLE_128B)
             tail = (
-                _drv().encode(ptr, _DT_BF16, dims, pitch, (64, self.tail_rows), _SWIZZLE_128B)
+                encode_2d(ptr, BF16, dims, pitch, (64, self.tail_rows), SWIZZLE_128B)
                 if self.tail_rows
-                else _MAP()
+                else TensorMap()
             )
             m = self.x_maps[key] = (main, tail)
         return m
@@ -463,12 +403,10 @@ class RsPlan:
             return None
         m = self.o_maps.get(ptr)
         if m is None:
-            if len(self.o_maps) >= self.X_MAPS:
+            if len(self.o_maps) >= self.XTensorMapS:
                 self.o_maps.clear()
             dims = (self.n, self.t)
-            m = self.o_maps[ptr] = _drv().encode(
-                ptr, _DT_BF16, dims, 2 * self.n, (64, 128), _SWIZZLE_128B
-            )
+            m = self.o_maps[ptr] = encode_2d(ptr, BF16, dims, 2 * self.n, (64, 128), SWIZZLE_128B)
         return m
 
     def run(self, x_ptr: int, out_ptr: int, stream: int, ws_ptr: int) -> None:
