@@ -90,6 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="arena: one fixed layout for the run; pool: a pool per point group")  # fmt: skip
     g.add_argument("--process", type=count_arg(0), default=0, help="recorded process index")
     g.add_argument("--side", default="", help="recorded A/B side label")
+    g.add_argument("--dispatch", type=Path, metavar="JSON",
+                   help="time a dispatch override instead of the shipped one (experiments and "
+                   "tune: a forced route, a route table, launcher tuning; bench/override.py); "
+                   "recorded, and never a baseline")  # fmt: skip
     g.add_argument("--only-file", type=Path, metavar="FILE",
                    help="measure only the points listed in this file (one 'q4 a16 [N,K] T=t' a line)")  # fmt: skip
     return ap

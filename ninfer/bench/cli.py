@@ -88,6 +88,12 @@ def main(argv: list[str] | None = None) -> int:
         # --list is a dry run: it refuses what a real run would refuse before the GPU.
         check_cap(points, args.flush_mib, args.memory)
         check_outputs(args)
+        args.dispatcher = args.dispatch_doc = None
+        if args.dispatch is not None:
+            from .override import load
+
+            check_input_file("--dispatch", args.dispatch)
+            args.dispatch_doc, args.dispatcher = load(args.dispatch)
     except (ValueError, OSError) as e:
         ap.print_usage(sys.stderr)
         print(f"ninfer-bench: error: {e}", file=sys.stderr)

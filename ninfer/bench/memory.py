@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +50,9 @@ _CUDA_ERROR_MEMORY_ALLOCATION = 2  # cudaErrorMemoryAllocation, what a raw cudaM
 
 class DeviceMemoryError(RuntimeError):
     """The run's buffers do not fit the device's free memory."""
+
+
+Query = Callable[[PackedWeight, int, Policy], int]  # (weight, T, policy) -> workspace bytes
 
 
 def _up(n: int) -> int:
@@ -81,11 +84,13 @@ class RunMemory:
     groups: dict[GroupKey, Group] = field(default_factory=dict)
     workspace: Any = None
     _blocks: list[Any] = field(default_factory=list)
+    # The workspace query of what is timed: the public one, or a dispatch override's.
+    query: Callable[[PackedWeight, int, Policy], int] = linear_workspace_bytes
 
     def workspace_for(self, w: PackedWeight, t: int, policy: Policy) -> Any:
         import cupy as cp
 
-        need = linear_workspace_bytes(w, t, policy)
+        need = self.query(w, t, policy)
         if not need:
             return None
         if self.mode == "pool":
@@ -216,7 +221,9 @@ def _build_group(g: GroupKey, tmax: int) -> Group:
     return Group(w, x, cp.empty((tmax, n), dtype=x.dtype))
 
 
-def arena(points: Sequence[BenchPoint], flush_mib: int) -> RunMemory:
+def arena(
+    points: Sequence[BenchPoint], flush_mib: int, query: Query = linear_workspace_bytes
+) -> RunMemory:
     """Every buffer of ``points`` at fixed 2 MiB-aligned offsets of one allocation.
 
     Raises DeviceMemoryError, before allocating, when the arena exceeds the device's
@@ -226,15 +233,17 @@ def arena(points: Sequence[BenchPoint], flush_mib: int) -> RunMemory:
     sizes = [_size(s) for s in slots]
     free = check_fits(sum(sizes))
     with _oom_as_error(sum(sizes), free):
-        return _place(points, slots, sizes)
+        return _place(points, slots, sizes, query)
 
 
-def _place(points: Sequence[BenchPoint], slots: list[Slot], sizes: list[int]) -> RunMemory:
+def _place(
+    points: Sequence[BenchPoint], slots: list[Slot], sizes: list[int], query: Query
+) -> RunMemory:
     import cupy as cp
 
     groups = group_points(points)
     block = cp.cuda.Memory(sum(sizes))  # a plain cudaMalloc, outside the pool
-    mem = RunMemory("arena", None, _blocks=[block])
+    mem = RunMemory("arena", None, _blocks=[block], query=query)
     offset = 0
     views: dict[tuple[Any, str], Any] = {}
     for (g, name, shape, dtype), size in zip(slots, sizes, strict=True):
@@ -254,7 +263,7 @@ def _place(points: Sequence[BenchPoint], slots: list[Slot], sizes: list[int]) ->
         del src
         cp.get_default_memory_pool().free_all_blocks()  # the fixture's temporaries
     need = max(
-        (linear_workspace_bytes(mem.groups[p.group].weight, p.t, p.policy) for p in points),
+        (query(mem.groups[p.group].weight, p.t, p.policy) for p in points),
         default=0,
     )
     if need:
@@ -266,7 +275,7 @@ def _place(points: Sequence[BenchPoint], slots: list[Slot], sizes: list[int]) ->
 
 
 def pool_groups(
-    points: Sequence[BenchPoint], flush_mib: int
+    points: Sequence[BenchPoint], flush_mib: int, query: Query = linear_workspace_bytes
 ) -> Iterator[tuple[RunMemory, list[BenchPoint]]]:
     """The old allocation: one group at a time from the CuPy pool, in suite order."""
     import cupy as cp
@@ -274,7 +283,7 @@ def pool_groups(
     need = run_bytes(points, flush_mib, "pool")
     free = check_fits(need)
     with _oom_as_error(need, free):
-        mem = RunMemory("pool", cp.empty(max(flush_mib, 1) << 18, cp.int32))
+        mem = RunMemory("pool", cp.empty(max(flush_mib, 1) << 18, cp.int32), query=query)
     for g, pts in group_points(points).items():
         with _oom_as_error(need, free):
             mem.groups = {g: _build_group(g, max(p.t for p in pts))}

@@ -27,6 +27,7 @@ from .. import record
 from ..gpus import lookup
 from ..metrics import Ceilings, byte_breakdown, point_metrics
 from ..ops import linear, linear_workspace_bytes
+from ..ops.dispatch import Dispatcher
 from ..policy import Policy
 from .env import environment
 from .memory import DeviceMemoryError, RunMemory, arena, check_fits, pool_groups, run_bytes
@@ -45,19 +46,30 @@ COOL_S = 0.3
 
 
 def prepared_call(
-    x: Any, w: Any, out: Any, policy: Policy | str = Policy.A16, workspace: Any = None
+    x: Any,
+    w: Any,
+    out: Any,
+    policy: Policy | str = Policy.A16,
+    workspace: Any = None,
+    dispatcher: Dispatcher | None = None,
 ) -> Callable[[], None]:
     """``linear(x, w, out)`` as every timed caller runs it: a workspace of the public
     query's size (the caller's, else one held by the returned call), one first call
     (compile, plan) that is never timed, then a device synchronize. The returned call
     enqueues on the current stream, so a timer that makes its stream current times it
-    there."""
+    there. ``dispatcher``: an override's (``--dispatch``), whose ``linear`` runs the same
+    checks and launch path as the public one."""
     import cupy as cp
 
+    op, query = (
+        (linear, linear_workspace_bytes)
+        if dispatcher is None
+        else (dispatcher.linear, dispatcher.workspace_bytes)
+    )
     if workspace is None:
-        need = linear_workspace_bytes(w, x.shape[0], policy)
+        need = query(w, x.shape[0], policy)
         workspace = cp.empty(need, cp.uint8) if need else None
-    call = functools.partial(linear, x, w, out, policy=policy, workspace=workspace)
+    call = functools.partial(op, x, w, out, policy=policy, workspace=workspace)
     call()
     cp.cuda.Device().synchronize()
     return call
@@ -141,7 +153,9 @@ class Round:
         tel: Telemetry = self.ctx["telemetry"]
         g = mem.groups[p.group]
         ws = mem.workspace_for(g.weight, p.t, p.policy)
-        call = prepared_call(g.x[: p.t], g.weight, g.out[: p.t], p.policy, ws)
+        call = prepared_call(
+            g.x[: p.t], g.weight, g.out[: p.t], p.policy, ws, getattr(self.args, "dispatcher", None)
+        )
         why: list[str] = []
         remeasured = -1
         probe = tel.sm_mhz if tel.available else None
@@ -178,7 +192,9 @@ def _key(p: BenchPoint) -> record.PointKey:
     return record.PointKey(p.qtype.value, p.policy.value, p.n, p.k, p.t)
 
 
-def _static(p: BenchPoint, s: Any, ceil: Ceilings) -> dict[str, Any]:
+def _static(
+    p: BenchPoint, s: Any, ceil: Ceilings, disp: Dispatcher | None = None
+) -> dict[str, Any]:
     return {
         "labels": list(p.labels),
         "qtype": p.qtype.value,
@@ -186,7 +202,7 @@ def _static(p: BenchPoint, s: Any, ceil: Ceilings) -> dict[str, Any]:
         "n": p.n,
         "k": p.k,
         "t": p.t,
-        "route": _route_name(p),
+        "route": _route_name(p, disp),
         "execution": s.execution,
         "bytes": byte_breakdown(p.qtype, p.n, p.k, p.t),
         "metrics": point_metrics(p.qtype, p.n, p.k, p.t, s.median_us, ceil),
@@ -214,6 +230,10 @@ def run_points(args: argparse.Namespace, points: list[BenchPoint]) -> int:
 def _run(args: argparse.Namespace, points: list[BenchPoint], dev: Any) -> int:
     timer: ColdTimer | None = None
     env = environment(args.device)
+    disp: Dispatcher | None = getattr(args, "dispatcher", None)
+    query = linear_workspace_bytes if disp is None else disp.workspace_bytes
+    if disp is not None:
+        env["dispatch"] = args.dispatch_doc  # an experiment's record: never a baseline
     ceil = ceilings(env)
     tel = Telemetry(pci_bus_id=dev.pci_bus_id)
     allocs = max(1, int(getattr(args, "allocs", 1)))
@@ -239,12 +259,12 @@ def _run(args: argparse.Namespace, points: list[BenchPoint], dev: Any) -> int:
     }
     doc = record.new_doc(["ninfer-bench", *sys.argv[1:]], env, timing, ceil_doc, args.suite)
     if args.profile:
-        mem = arena(points, args.flush_mib)
+        mem = arena(points, args.flush_mib, query)
         timer = ColdTimer(args.warmup, args.repeat, args.flush_mib, args.execution, mem.flush)
         p = points[0]
         g = mem.groups[p.group]
         call = prepared_call(g.x[: p.t], g.weight, g.out[: p.t], p.policy,
-                             mem.workspace_for(g.weight, p.t, p.policy))  # fmt: skip
+                             mem.workspace_for(g.weight, p.t, p.policy), disp)  # fmt: skip
         return profile_one(timer, call)
     sweep = bool(args.sweep)
     extra = (
@@ -280,10 +300,10 @@ def _run(args: argparse.Namespace, points: list[BenchPoint], dev: Any) -> int:
         t_round = time.time()
         batches: Any
         if mode == "arena":
-            mem = arena(points, args.flush_mib)
+            mem = arena(points, args.flush_mib, query)
             batches = [(mem, _order(points, rseed))]
         else:  # one group at a time, in suite order (memory.py says why it is kept)
-            batches = pool_groups(points, args.flush_mib)
+            batches = pool_groups(points, args.flush_mib, query)
         for mem, pts in batches:
             timer = ColdTimer(args.warmup, args.repeat, args.flush_mib, args.execution, mem.flush)
             for p in pts:
@@ -295,7 +315,7 @@ def _run(args: argparse.Namespace, points: list[BenchPoint], dev: Any) -> int:
                     )
                     continue
                 s = m["samples"]
-                static = _static(p, s, ceil)
+                static = _static(p, s, ceil, disp)
                 row = _row(p, s, static, m["round"]["host_dispatch_us"])
                 if sweep:
                     prev = prev_median.get((a, p.group))
@@ -378,14 +398,15 @@ def _csv_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _route_name(p: BenchPoint) -> str:
+def _route_name(p: BenchPoint, disp: Dispatcher | None = None) -> str:
     """The route the selector took for this point (recorded: later tables may differ)."""
     import cupy as cp
 
     from ..routes import Problem, select
 
     cc = int(cp.cuda.Device().compute_capability)
-    return select(Problem(p.qtype, p.policy, p.n, p.k, p.t, cc)).name
+    prob = Problem(p.qtype, p.policy, p.n, p.k, p.t, cc)
+    return (select(prob) if disp is None else disp.select(prob)).name
 
 
 def profile_one(timer: ColdTimer, call: Any) -> int:

@@ -53,6 +53,11 @@ def cmd_baseline(a: argparse.Namespace) -> int:
         )
     if a.from_:
         new = load_results(a.from_)
+        if new.env.get("dispatch") is not None:
+            raise ResultsError(
+                f"{a.from_}: measured under a dispatch override ({new.env['dispatch']}), not the "
+                "shipped dispatch: an experiment's record is never a baseline"
+            )
         key, name = new.gpu_key, new.env["gpu_name"]
         suite = new.doc.get("suite")
         if suite != a.suite:

@@ -309,6 +309,23 @@ def test_baseline_refuses_a_record_that_is_not_heads(capsys: pytest.CaptureFixtu
     assert "uncommitted changes" in err or "a baseline is HEAD's" in err or "git checkout" in err
 
 
+def test_baseline_refuses_an_experiments_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from ninfer.bench import env
+
+    doc = json.loads(BASELINE.read_text())
+    doc["environment"]["dispatch"] = {"force": "dq_gemm"}
+    rec = tmp_path / "all.json"
+    rec.write_text(json.dumps(doc))
+    monkeypatch.setattr(env, "git", lambda *a: "" if a[0] == "status" else "0" * 40)
+    rc = cli.main(["baseline", "--from", str(rec), "--reason", "promote an experiment by mistake"])
+    assert rc == 2
+    assert "never a baseline" in capsys.readouterr().err
+
+
 def test_bench_without_gpu_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
