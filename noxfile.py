@@ -7,7 +7,7 @@
   runs/<suite>_<timestamp>/; fails on a regression, without a GPU or a baseline. (nox
   itself exits 0 or 1; ``python -m ninfer.regress bench`` keeps 0 pass / 1 regression /
   2 environment or usage error apart.)
-- compare A B, report RUN, baseline --reason '...': the rest of the pipeline.
+- compare A B, report RUN, baseline --reason '...', tune: the rest of the pipeline.
 
 The package is installed as a wheel (not editable) so the tests also prove that kernels/
 ships inside it. On a machine with an NVIDIA driver the CuPy extra is added
@@ -114,6 +114,14 @@ def baseline(session: nox.Session) -> None:
     if not any(a == "--reason" or a.startswith("--reason=") for a in session.posargs):
         session.error("a baseline needs a reason: nox -s baseline -- --reason 'why it changed'")
     _regress(session, "baseline")
+
+
+@nox.session(venv_backend=_GPU_BACKEND)
+def tune(session: nox.Session) -> None:
+    """Time every candidate route on this GPU; write ninfer/routes/tables/sm_<cc>.json."""
+    if not _gpu_count():
+        session.error("tune needs an NVIDIA GPU (nvidia-smi lists none); nothing measured")
+    _regress(session, "tune")
 
 
 @nox.session

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from ..bench.args import HelpFormatter, count_arg
+from ..formats.qtype import QType
 from ..record import Results, ResultsError, key_str, load_baseline, load_results
+from . import tune_cmd
 from .baseline_cmd import cmd_baseline, is_sentence
 from .compare import EXIT_ERROR, EXIT_PASS, Comparison, compare, text_table, with_confirmation
 from .runner import BASELINE_ROUNDS, DEFAULT_ROUNDS, RoundPlan
@@ -26,6 +28,7 @@ from .session import repo as _repo
 from .stats import DEFAULT_ALPHA, DEFAULT_THRESHOLD
 
 __all__ = ["build_parser", "cmd_baseline", "is_sentence", "main"]
+QTYPES = [q.value for q in QType]
 
 
 def _fraction(lo: float, hi: float) -> Any:
@@ -81,12 +84,6 @@ def _bench_args(ap: argparse.ArgumentParser, rounds: int) -> None:
                     help="seconds to wait for a busy GPU to become idle")  # fmt: skip
 
 
-def _qtypes() -> list[str]:
-    from ..formats import QType
-
-    return [q.value for q in QType]
-
-
 def build_parser() -> argparse.ArgumentParser:
     from .ab import AB_ROUNDS
 
@@ -114,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     _stat_args(b)
     b.add_argument("--ab", metavar="REF",
                    help="instead: HEAD against REF, all points, interleaved on this GPU")  # fmt: skip
-    b.add_argument("--qtype", action="append", choices=_qtypes(), default=None,
+    b.add_argument("--qtype", action="append", choices=QTYPES, default=None,
                    help="with --ab: only this format's points (repeatable; default: all formats)")  # fmt: skip
     b.add_argument("--ab-rounds", type=count_arg(2), default=AB_ROUNDS,
                    help="rounds a side of an A/B")  # fmt: skip
@@ -172,13 +169,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="compare with this baseline (without it: the run alone, or its A/B)",
     )
     _stat_args(r)
+    tune_cmd.add_parser(sub, HelpFormatter, _bench_args)
     sr = sub.add_parser(
         "shape-report",
         formatter_class=HelpFormatter,
         help="one shape's report along T (routes, seams, plots) from --sweep results",
     )
     sr.add_argument("results", type=Path, nargs="+", help="results files of --sweep runs")
-    sr.add_argument("--qtype", required=True, choices=_qtypes(), help="the shape's format")
+    sr.add_argument("--qtype", required=True, choices=QTYPES, help="the shape's format")
     sr.add_argument("--n", type=count_arg(1), required=True, help="output features")
     sr.add_argument("--k", type=count_arg(1), required=True, help="input features")
     sr.add_argument("--policy", default="a16", help="activation policy")
@@ -469,6 +467,7 @@ COMMANDS = {
     "noise": cmd_noise,
     "report": cmd_report,
     "shape-report": cmd_shape_report,
+    "tune": tune_cmd.cmd_tune,
 }
 
 

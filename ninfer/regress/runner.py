@@ -96,8 +96,10 @@ class RoundPlan:
 def _command(
     plan: RoundPlan, out: Path, index: int, side: Side, only_file: Path | None
 ) -> list[str]:
+    # A suite name, or a suite file of the run's own (the tune command's grid).
+    suite = ["--suite-file" if plan.suite.endswith(".yaml") else "--suite", plan.suite]
     cmd = [
-        sys.executable, "-m", "ninfer.bench", "--suite", plan.suite, "--repeat", str(plan.repeat),
+        sys.executable, "-m", "ninfer.bench", *suite, "--repeat", str(plan.repeat),
         "--warmup", str(plan.warmup), "--device", str(plan.device), "--json-out", str(out),
         "--no-progress", "--order-seed", str(plan.seed + index), "--process", str(index),
         *plan.extra,

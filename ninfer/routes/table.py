@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,9 +169,13 @@ def _row_doc(r: Route) -> dict[str, Any]:
     }
 
 
-FILES: Mapping[int, RouteTable] = MappingProxyType(
-    {t.cc: t for t in (read_table(f) for f in sorted(TABLE_DIR.glob("sm_*.json")))}
-)
+def load_tables(folder: Path) -> dict[int, RouteTable]:
+    """Every ``sm_<cc>.json`` of a folder (not the tune records beside them), by cc."""
+    files = [f for f in folder.glob("sm_*.json") if re.fullmatch(r"sm_\d+", f.stem)]
+    return {t.cc: t for t in sorted((read_table(f) for f in files), key=lambda t: t.cc)}
+
+
+FILES: Mapping[int, RouteTable] = MappingProxyType(load_tables(TABLE_DIR))
 ROUTE_TABLES: Mapping[int, tuple[Route, ...]] = MappingProxyType(
     {cc: t.rows for cc, t in sorted(FILES.items())}
 )

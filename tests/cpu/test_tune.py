@@ -1,0 +1,208 @@
+"""The tune command's table synthesis and its record (no GPU: measurements are made up
+here, the way a real record holds them)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from ninfer import Policy, QType
+from ninfer.bench.points import load_suite
+from ninfer.regress.tune import (
+    K_EDGES,
+    N_EDGES,
+    T_GRID,
+    Shape,
+    candidates,
+    last_t,
+    read_record,
+    record_doc,
+    segments,
+    suite_shapes,
+    table_from,
+)
+from ninfer.routes import Problem, select
+from ninfer.routes.table import dumps_table, parse_table
+
+CC = 90
+META = {
+    "cc": CC, "gpu": "NVIDIA H200", "sms": 132, "commit": "0" * 40,
+    "kernel_fingerprint": "0225f84ec119fd40", "created": "2026-12-03T00:00:00+0000",
+    "suite": "all", "rounds": 3, "statistic": "the lower quartile of round medians",
+}  # fmt: skip
+
+
+def _shipped_winner_times(shapes: list[Shape]) -> dict[tuple[Shape, int], dict[str, float]]:
+    """Times where the shipped sm_90 table's route is 20 % ahead of every other candidate."""
+    out = {}
+    for s in shapes:
+        for t in T_GRID:
+            cands = candidates(s, t, CC)
+            win = select(Problem(s.qtype, Policy.A16, s.n, s.k, t, CC)).name
+            out[(s, t)] = {r: (10.0 if r == win else 12.0) * (1 + t / 64) for r in cands}
+    return out
+
+
+@pytest.fixture(scope="module")
+def shipped() -> tuple[list[Shape], dict[tuple[Shape, int], dict[str, float]]]:
+    shapes = suite_shapes(load_suite("all"))
+    return shapes, _shipped_winner_times(shapes)
+
+
+def test_suite_shapes_are_distinct_and_cover_every_format() -> None:
+    shapes = suite_shapes(load_suite("all"))
+    assert len(shapes) == len(set(shapes))
+    assert {s.qtype for s in shapes} == set(QType)
+
+
+def test_candidates_are_what_each_kernel_can_run() -> None:
+    s = Shape(QType.Q4, 6144, 5120)
+    assert candidates(s, 64, 90) == ["dec_q", "dq_gemm", "dq_rs"]
+    assert candidates(s, 65, 90) == ["dq_gemm", "dq_rs"]
+    assert candidates(s, 16, 120) == ["dec_q", "dq_gemm"]
+    assert last_t("dec_q", s, 90) == 64 and last_t("dq_gemm", s, 90) is None
+
+
+def test_the_tuned_table_covers_every_problem_once(shipped) -> None:  # type: ignore[no-untyped-def]
+    _, measured = shipped
+    t = table_from(measured, META, "ninfer/routes/tables/sm_90.tune.json")
+    sizes = sorted({1, 640, 2047, 2048, 4095, 4096, 4607, 4608, 8191, 8192, 14335, 14336, 248320})
+    for q in QType:
+        for n in sizes:
+            for k in sizes:
+                for tt in (*range(1, 80), 95, 96, 97, 1023, 1024, 1025, 2048, 3000, 10**6):
+                    p = Problem(q, Policy.A16, n, k, tt, CC)
+                    owners = [r for r in t.rows if r.supports(p)]
+                    assert len(owners) == 1, (p, owners)
+                    assert owners[0].launcher.supports(p), (p, owners[0])
+
+
+def test_a_shape_alone_in_its_cell_gets_its_winners(shipped) -> None:  # type: ignore[no-untyped-def]
+    shapes, measured = shipped
+    t = table_from(measured, META, "x")
+    cells: dict[tuple[QType, int, int], list[Shape]] = {}
+    for s in shapes:
+        key = (s.qtype, sum(s.n >= e for e in N_EDGES), sum(s.k >= e for e in K_EDGES))
+        cells.setdefault(key, []).append(s)
+    alone = [v[0] for v in cells.values() if len(v) == 1]
+    assert len(alone) >= 20
+    for s in alone:
+        for tt in T_GRID:
+            m = measured[(s, tt)]
+            got = select(Problem(s.qtype, Policy.A16, s.n, s.k, tt, CC), {CC: t.rows}).name
+            assert got == min(m, key=m.__getitem__), (s, tt)
+
+
+def test_every_bound_of_a_tuned_table_is_one_the_conformance_shapes_straddle(shipped) -> None:  # type: ignore[no-untyped-def]
+    _, measured = shipped
+    t = table_from(measured, META, "x")
+    bounds_n = {r.n_min for r in t.rows if r.n_min > 1} | {r.n_max + 1 for r in t.rows if r.n_max}
+    bounds_k = {r.k_min for r in t.rows if r.k_min > 1} | {r.k_max + 1 for r in t.rows if r.k_max}
+    assert bounds_n <= set(N_EDGES) and bounds_k <= set(K_EDGES)
+
+
+def test_t_boundaries_at_the_geometric_midpoint_and_the_kernels_last_t() -> None:
+    s = Shape(QType.Q4, 6144, 5120)
+    m: dict[tuple[Shape, int], dict[str, float]] = {}
+    for t in T_GRID:
+        # dec_q ahead to T = 16, dq_rs from T = 24; dec_q would stay ahead past 64 if it could.
+        m[(s, t)] = {"dq_gemm": 20.0, "dq_rs": 12.0 if t >= 24 else 15.0}
+        if t <= 64:
+            m[(s, t)]["dec_q"] = 10.0 if t <= 16 else 13.0
+    assert segments([s], T_GRID, m, CC) == (("dec_q", 1, 19), ("dq_rs", 20, None))  # isqrt(16 * 24)
+    for t in T_GRID:
+        if t <= 64:
+            m[(s, t)]["dec_q"] = 1.0
+    assert segments([s], T_GRID, m, CC) == (("dec_q", 1, 64), ("dq_rs", 65, None))
+
+
+def test_a_near_tie_keeps_the_previous_route() -> None:
+    s = Shape(QType.W8, 2048, 4096)
+    m = {(s, t): {"dq_gemm": 10.0, "dq_rs": 10.0 * (1.004 if t > 128 else 1.2)} for t in T_GRID}
+    assert segments([s], T_GRID, m, CC) == (("dq_gemm", 1, None),)
+    m = {(s, t): {"dq_gemm": 10.0, "dq_rs": 10.0 * (0.98 if t > 128 else 1.2)} for t in T_GRID}
+    assert segments([s], T_GRID, m, CC) == (("dq_gemm", 1, 181), ("dq_rs", 182, None))
+
+
+def test_a_cell_of_several_shapes_takes_the_least_geometric_mean() -> None:
+    a, b = Shape(QType.Q4, 5120, 6144), Shape(QType.Q4, 6144, 5120)
+    # One shape loses 5 % with dq_gemm, the other 30 % with dq_rs: dq_gemm for both.
+    m = {}
+    for t in (128, 256):
+        m[(a, t)] = {"dq_gemm": 10.5, "dq_rs": 10.0}
+        m[(b, t)] = {"dq_gemm": 10.0, "dq_rs": 13.0}
+    assert segments([a, b], (128, 256), m, CC) == (("dq_gemm", 1, None),)
+
+
+def test_the_record_replays_to_the_same_table(shipped) -> None:  # type: ignore[no-untyped-def]
+    _, measured = shipped
+    doc = json.loads(json.dumps(record_doc(measured, META)))
+    again, rec = read_record(doc, "rec")
+    assert again.keys() == measured.keys()
+    assert all(
+        math.isclose(again[k][r], v, abs_tol=5e-5) for k in again for r, v in measured[k].items()
+    )
+    t1 = table_from(measured, META, "r.json")
+    t2 = table_from(again, {k: rec[k] for k in META}, "r.json")
+    assert dumps_table(t1) == dumps_table(t2)
+    assert parse_table(json.loads(dumps_table(t1)), "x") == t1
+    assert t1.tuned is not None and t1.tuned["gpu"] == "NVIDIA H200"
+    assert set(t1.evidence) == {f"tune-{q.value}" for q in QType}
+
+
+@pytest.mark.parametrize(
+    ("mutate", "match"),
+    [
+        (lambda d: d.update(schema="x"), "expected schema 'ninfer.tune_record'"),
+        (lambda d: d["points"][0]["us"].update(gemv=1.0), "expected route times > 0"),
+        (lambda d: d["points"][0]["us"].update(dq_gemm=-1.0), "expected route times > 0"),
+        (lambda d: d["points"][0].pop("t"), "not a tune record"),
+    ],
+)
+def test_a_bad_record_is_refused(shipped, mutate, match) -> None:  # type: ignore[no-untyped-def]
+    _, measured = shipped
+    doc = record_doc(measured, META)
+    mutate(doc)
+    with pytest.raises(ValueError, match=match):
+        read_record(doc, "rec.json")
+
+
+def test_tune_replay_writes_the_table_without_a_gpu(
+    shipped,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from ninfer.regress import cli
+    from ninfer.routes.table import read_table
+
+    _, measured = shipped
+    rec = tmp_path / "rec.json"
+    rec.write_text(json.dumps(record_doc(measured, META)))
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    monkeypatch.chdir(tmp_path)  # no docs/routes.md here: the page is left alone
+    assert cli.main(["tune", "--replay", str(rec), "--tables", str(tables)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    t = read_table(tables / "sm_90.json")
+    assert t.tuned is not None and t.tuned["commit"] == META["commit"]
+    assert not (tables / "sm_90.tune.json").exists()  # a replay writes no record
+
+
+def test_tune_list_needs_no_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    from ninfer.regress import cli
+
+    assert cli.main(["tune", "--list", "--t-grid", "1,16,128"]) == 0
+    out = capsys.readouterr().out
+    assert "dec_q" in out and "dq_rs" in out and "dq_gemm" in out
+
+
+def test_tune_refuses_a_bad_grid(capsys: pytest.CaptureFixture[str]) -> None:
+    from ninfer.regress import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["tune", "--t-grid", "0,4"])
+    assert "expected T >= 1" in capsys.readouterr().err
