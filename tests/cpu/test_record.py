@@ -17,7 +17,7 @@ from ninfer.record import GpuMismatchError, ResultsError, load_baseline, load_re
 from ninfer.regress.runner import merge_rounds
 
 ROOT = Path(__file__).resolve().parents[2]
-V1_RUN = ROOT / "docs/perf/bench_all_cublas_h200_2026-11-30.json"  # one process, v1
+V1_RUN = ROOT / "tests/fixtures/bench_all_cublas_h200_2026-11-30.json"  # one process, v1
 BASELINE = ROOT / "baselines/h200/all.json"  # 10 rounds, v2
 
 

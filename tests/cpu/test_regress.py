@@ -19,7 +19,7 @@ from ninfer.regress.stats import Noise, benjamini_hochberg, decide_all
 
 ROOT = Path(__file__).resolve().parents[2]
 BASELINE = ROOT / "baselines/h200/all.json"  # 10 rounds, H200
-V1_RUN = ROOT / "docs/perf/bench_all_cublas_h200_2026-11-30.json"  # one process, v1
+V1_RUN = ROOT / "tests/fixtures/bench_all_cublas_h200_2026-11-30.json"  # one process, v1
 
 
 def _doc(path: Path = BASELINE) -> dict[str, Any]:
