@@ -28,8 +28,9 @@ TILE_CHUNKS = 16  # DQ_CH in kernels/dq_gemm.cu: 32-k chunks per block tile (16 
 # stream and may overlap the GEMM of band b (on the caller's stream). The band bounds
 # the workspace (two bands; one when a single band holds the weight) whatever N is:
 # the 27B output head would need 2.5 GB decoded at once. Measured on the H200
-# (tools/tune_dq_gemm.py at 423e328, docs/perf/prefill_h200.md): one whole-weight band is 5-10 %
-# faster at T = 128 and within +-5 % at T = 1024; 24 MiB bands lose up to 17 %.
+# (tools/tune_dq_gemm.py at 423e328; docs/perf/prefill_h200/tune_dq_gemm.json@8fe804d):
+# one whole-weight band is 5-10 % faster at T = 128 and within +-5 % at T = 1024; 24 MiB
+# bands lose up to 17 %.
 BAND_BYTES = 48 << 20
 BAND_ALIGN = 128
 

@@ -12,7 +12,7 @@ class DevArray(NamedTuple):
     """What the op needs to know about an array: no reference to a framework type.
 
     A NamedTuple, not a dataclass: ``linear()`` builds two per call and a frozen
-    dataclass costs microseconds of host dispatch each (docs/perf/decode_h200.md).
+    dataclass costs microseconds of host dispatch each (docs/perf/decode_h200.md, target 7).
     """
 
     kind: str  # "cupy" | "torch"

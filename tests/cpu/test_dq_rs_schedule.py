@@ -98,7 +98,8 @@ def test_split_grid_takes_fewer_tiles_per_run_where_it_pays(n: int, k: int, t: i
         assert all((e - 1) // pairs == s // pairs for s, e in itertools.pairwise(starts))
 
 
-# The counts docs/perf/prefill_h200.md quotes and dq_rs_blocks_segments.txt measured.
+# The counts measured with forced block counts
+# (docs/perf/prefill_h200/dq_rs_blocks_segments.txt@8fe804d).
 PINNED = [
     (5120, 6144, 128, 120), (5120, 6144, 256, 120), (5120, 6144, 512, 132),
     (5120, 6144, 1024, 128), (6144, 5120, 256, 132), (6144, 5120, 1024, 128),
