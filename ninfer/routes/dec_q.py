@@ -3,7 +3,7 @@
 A block is ``wk`` k-groups x ``wr`` row-warps on 16*mt*wr weight rows and an 8*nt token
 tile; weights and x stream through an ``s``-stage cp.async ring in dynamic shared
 memory. The tile per T range is data (``TILES``), chosen by measurement on the H200
-(docs/perf/decode_h200.md).
+(docs/perf/decode_h200.md has the state it gives).
 """
 
 from __future__ import annotations
@@ -54,8 +54,9 @@ class Tile:
         return ((n + self.rows - 1) // self.rows, (t + 8 * self.nt - 1) // (8 * self.nt), 1)
 
 
-# Per format, by T range: measured on the H200 (tools/tune_dec_q.py at 423e328; the table and the
-# numbers are in docs/perf/decode_h200.md), each within 99 KiB of shared memory.
+# Per format, by T range, each within 99 KiB of shared memory: the fastest tile measured
+# on the H200 (evidence: docs/perf/decode_h200/tune_tiled.json@8fe804d, from
+# tools/tune_dec_q.py@423e328).
 _TILES_4BIT = (
     Tile(8, 1, 1, 1, 8, 3),
     Tile(16, 2, 2, 2, 2, 3),

@@ -35,43 +35,32 @@ ARCHS: tuple[str, ...] = ("sm_90a",)
 
 # S: ring slots of (x stage, weight stage), kernels/dq_rs.cu: the deepest of STAGE_DEPTHS
 # that fits in a block's shared memory (even: a loop body alternates the two fragment
-# sets). At NB = 1 that is 8 for Q4, Q5, Q6 and NVFP4 and 6 for W8 and BF16, whose
-# stages are larger; at NB = 2, 4. With the decode not hidden under the MMAs, the copies'
-# latency shows: 8 slots took Q4 [14336,5120] T=128 from 45.9 to 43.4 us and NVFP4 from
-# 47.1 to 45.2 (tools/dq_rs_ablate.py at 42b3b1f, `ring8`); BF16 at NB = 1 streams its
-# 2-byte weights through the ring and waits on it (docs/perf/prefill_h200.md).
+# sets): 8 for Q4, Q5, Q6 and NVFP4 and 6 for W8 and BF16 at NB = 1, 4 at NB = 2. The
+# decode is not hidden under the MMAs, so the copies' latency shows and the deepest ring
+# wins (evidence: docs/perf/prefill_h200/dq_rs_ablate_42b3b1f.json@8fe804d, `ring8`).
 STAGE_DEPTHS: tuple[int, ...] = (8, 6, 4)
 SHARED_MAX = 232448  # bytes of shared memory a block may opt into on sm_90 (227 KB)
 THREADS = 384  # two consumer warpgroups + the copy warpgroup
 ROWS = 128  # RS_BM: weight rows per tile
-# Tokens per tile: 128 (NB = 1) or 256 (NB = 2: half the decode per MMA). A 256-token
-# tile costs about 1.4 times a 128-token one (measured on the H200, Q4 [14336,5120]:
-# T = 128 52.5 vs 73.8 us, one wave each; docs/perf/prefill_h200/fused/ws_logs/rs_nb2.log),
-# so over 128 tokens NB = 2 needs fewer tile-times whatever T is (2 x 1.4 < 3 at T = 257),
-# and the persistent grid spreads them over the SMs whatever the tile count.
+# Tokens per tile: 128 (NB = 1) or 256 (NB = 2: half the decode per MMA). A 256-token tile
+# costs about 1.4 times a 128-token one, so past 128 tokens NB = 2 needs fewer tile-times
+# whatever T is (2 x 1.4 < 3 at T = 257); the persistent grid spreads them over the SMs
+# (evidence: docs/perf/prefill_h200/fused/ws_logs/rs_nb2.log@8fe804d).
 NB2_FROM = 129
 # The persistent grid (Stream-K; kernels/dq_rs.cu): at most one block per SM, up to
 # BLOCKS_MAX (the partial slots in the workspace: two per block). Every block takes the
 # same number of stage pairs (at least MIN_PAIRS: a run shorter than the ring's fill is
 # mostly latency), except where whole tiles fill the SMs well: at least DP_FILL of their
-# waves, or DP_FILL_SHORT with runs under SK_LONG pairs; there each block takes whole
-# tiles (no partials). Split runs lose a little per pair (measured on the H200, Q4):
-# - [14336,5120] (112 row tiles, 0.85 of a wave per token tile): at T = 128 / 256 (runs
-#   of 34 pairs) 46.9 vs 45.9 and 70.2 vs 64.2 us (dq_rs_blocks_08593cd.txt), at T = 512
-#   (68 pairs) 125.5 vs 123.6, at T = 768 / 1024 (102 / 136 pairs) 176.4 vs 183.6 and
-#   227.4 vs 237.3 (crossover_dq_rs_persistent_b04da00 vs c357c42's sweep_q4);
-# - [34816,5120] (272 row tiles): at 0.69 of 3 waves (T <= 256) 97.9 vs 127.4 us; at
-#   T = 512 (0.82, 165 pairs) 274.2 vs 309.3; at T = 1024 (0.92) 553.8 vs 557.4;
-# - 48 or 40 tiles ([6144,5120], [5120,17408]): 1.3-2.3x faster split.
-# A split grid's block count: each tile a run touches costs the block about SEG_PAIRS
-# stage pairs more (the ring's drain, the partial's store or the sum of the others', the
-# output's store), so where fewer blocks touch fewer tiles per run the host takes them
-# (split_blocks), when the worst run's cost falls by SEG_GAIN at least. Measured on the
-# H200 (Q4, the tuning's `blocks` forced; docs/perf/prefill_h200/dq_rs_blocks_segments.txt): [5120,6144]
-# T=128 / 256 on 120 blocks (runs of exactly a third of a tile) 27.97 -> 26.21 and
-# 46.66 -> 41.10 us, T=1024 on 128 101.15 against 132's 104.45; [6144,5120] T=1024 on
-# 128: 105.71 -> 102.02; [4608,4608] T=256 on 108: 37.58 -> 35.54; [5120,17408] T=256 on
-# 120: 83.18 -> 79.68; W8 [5120,4608] T=128 on 120: 26.37 -> 24.80.
+# waves, or DP_FILL_SHORT with runs under SK_LONG pairs; there each block takes whole tiles
+# (no partials), since split runs lose a little per pair, and split grids win 1.3-2.3x
+# where whole tiles fill the SMs badly (evidence: docs/perf/prefill_h200/
+# dq_rs_blocks_08593cd.txt@8fe804d and crossover_dq_rs_persistent_b04da00.json).
+# A split grid's block count: each tile a run touches costs the block about SEG_PAIRS stage
+# pairs more (the ring's drain, the partial's store or the sum of the others', the output's
+# store), so where fewer blocks touch fewer tiles per run the host takes them
+# (split_blocks), when the worst run's cost falls by SEG_GAIN at least (evidence, the
+# tuning's `blocks` forced on six shapes: docs/perf/prefill_h200/
+# dq_rs_blocks_segments.txt@8fe804d).
 BLOCKS_MAX = 132  # the H100 / H200 SXM count: fewer blocks on a larger part, never more
 DP_FILL = 0.9
 DP_FILL_SHORT = 0.8
