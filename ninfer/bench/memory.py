@@ -85,7 +85,7 @@ class RunMemory:
     workspace: Any = None
     _blocks: list[Any] = field(default_factory=list)
     # The workspace query of what is timed: the public one, or a dispatch override's.
-    query: Callable[[PackedWeight, int, Policy], int] = linear_workspace_bytes
+    query: Query = linear_workspace_bytes
 
     def workspace_for(self, w: PackedWeight, t: int, policy: Policy) -> Any:
         import cupy as cp

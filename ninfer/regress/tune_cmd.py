@@ -115,6 +115,8 @@ def measure(a: argparse.Namespace, shapes: list[Shape], cc: int, check: Any) -> 
                 t0 = time.monotonic()
                 rc, out = run_round(run_dir, plan, i, Side(r), log)
                 print(f"round {i + 1}/{a.rounds} {r}: exit {rc}, {time.monotonic() - t0:.0f} s")
+                if rc not in (0, 1):  # usage or environment: every later round would be too
+                    raise ValueError(f"route {r}'s round exited {rc}; see {run_dir}/run.log")
                 paths[r].append(out)
                 merged[r] = merge_rounds(
                     paths[r], run_dir / f"{r}.json", ["ninfer-regress", "tune", r]
@@ -166,7 +168,8 @@ def _write(a: argparse.Namespace, measured: Any, rec: dict[str, Any]) -> int:
     from ..routes import doc
 
     cc = int(rec["cc"])
-    rec_path = a.tables / f"sm_{cc}.tune.json"
+    # The table cites its record where it is kept: beside it, or the replayed file.
+    rec_path = a.replay if a.replay is not None else a.tables / f"sm_{cc}.tune.json"
     table = table_from(measured, rec, rec_path.as_posix())
     if a.replay is None:
         write_text_atomic(rec_path, json.dumps(rec, indent=1) + "\n")
