@@ -32,6 +32,7 @@ from .tune import T_GRID, Shape, candidates, read_record, record_doc, suite_shap
 
 STATISTIC = "the lower quartile of round medians"
 TUNE_ROUNDS = 3
+TUNE_REPEAT = 10
 
 
 def add_parser(sub: Any, formatter: Any, bench_args: Any) -> None:
@@ -42,6 +43,9 @@ def add_parser(sub: Any, formatter: Any, bench_args: Any) -> None:
         description=__doc__,
     )
     bench_args(t, TUNE_ROUNDS)
+    # Ten samples a round: the choice is between routes, most of them far apart, and the
+    # whole grid has to fit one sitting (every route, every format, 15 T, R rounds).
+    t.set_defaults(repeat=TUNE_REPEAT)
     t.add_argument("--t-grid", type=_grid, default=T_GRID, metavar="T,T,...",
                    help="the T values timed (default: %(default)s)")  # fmt: skip
     t.add_argument("--tables", type=Path, default=Path("ninfer/routes/tables"),
