@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import functools
-import json
 import pstats
 import sys
 import time
@@ -42,11 +41,10 @@ import numpy as np
 import yaml
 
 from ninfer import record
-from ninfer.atomic import write_text_atomic
 from ninfer.bench.override import dispatcher_for
 from ninfer.bench.points import SUITE_NAMES
 from ninfer.regress.compare import compare, text_table
-from ninfer.regress.runner import RoundPlan, Side, merge_rounds, new_run_dir, run_round
+from ninfer.regress.runner import RoundPlan, interleaved, new_run_dir, with_dispatch
 
 KEYS = {"suite", "suite_file", "only", "rounds", "variants"}
 
@@ -90,31 +88,10 @@ def run(path: Path, rounds: int | None, runs: Path, device: int) -> int:
     run_dir = new_run_dir(runs, f"exp_{path.stem}")
     print(f"run folder: {run_dir}")
     names = list(doc["variants"])
-    extra: dict[str, tuple[str, ...]] = {}
-    for name, ov in doc["variants"].items():
-        if ov:
-            f = run_dir / f"dispatch_{name}.json"
-            write_text_atomic(f, json.dumps(ov) + "\n")
-            extra[name] = ("--dispatch", str(f))
-        else:
-            extra[name] = ()
     check = busy_check(argparse.Namespace(device=device, idle_wait=120.0))
-    seed = int(time.time()) % 1_000_000
-    paths: dict[str, list[Path]] = {n: [] for n in names}
-    merged: dict[str, record.Results | None] = {}
-    with (run_dir / "run.log").open("a") as log:
-        for i in range(n_rounds):
-            for name in names[i % len(names) :] + names[: i % len(names)]:
-                check(log)
-                plan = RoundPlan(suite, 20, 3, device, seed, only, extra[name])
-                rc, out = run_round(run_dir, plan, i, Side(name), log)
-                print(f"round {i + 1}/{n_rounds} {name}: exit {rc}")
-                if rc not in (0, 1):  # usage or environment: every later round would be too
-                    print(f"stopped: see {run_dir}/run.log", file=sys.stderr)
-                    return 2
-                paths[name].append(out)
-                cmd = ["tools/experiment.py", str(path), name]
-                merged[name] = merge_rounds(paths[name], run_dir / f"{name}.json", cmd)
+    plan = RoundPlan(suite, 20, 3, device, int(time.time()) % 1_000_000, only)
+    plans = {n: with_dispatch(run_dir, n, plan, ov) for n, ov in doc["variants"].items()}
+    merged = interleaved(run_dir, plans, n_rounds, check, ["tools/experiment.py", str(path)])
     base = merged[names[0]]
     if base is None:
         print(f"{names[0]} measured nothing; see {run_dir}/run.log", file=sys.stderr)

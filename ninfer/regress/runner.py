@@ -15,8 +15,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +158,41 @@ def merge_rounds(paths: Sequence[Path], target: Path, command: list[str]) -> rec
     doc = record.merge(docs, command)
     record.write_json(target, doc)
     return record.Results(target, doc)
+
+
+def with_dispatch(run_dir: Path, name: str, plan: RoundPlan, override: Any) -> RoundPlan:
+    """``plan`` timing a dispatch override (ninfer-bench --dispatch; written into the run
+    folder); an empty override is the shipped dispatch, ``plan`` itself."""
+    if not override:
+        return plan
+    f = run_dir / f"dispatch_{name}.json"
+    record.write_text_atomic(f, json.dumps(override) + "\n")
+    return replace(plan, extra=(*plan.extra, "--dispatch", str(f)))
+
+
+def interleaved(
+    run_dir: Path, plans: Mapping[str, RoundPlan], rounds: int, check: Any, command: list[str]
+) -> dict[str, record.Results | None]:
+    """R rounds of several variants, each round of each a fresh process, their order rotated
+    every round, the idle check before each; a variant's rounds are merged into
+    ``run_dir/<name>.json`` after each of them. A round that exits 2 (usage or environment)
+    stops the run with ValueError: every later round would fail the same way."""
+    names = list(plans)
+    paths: dict[str, list[Path]] = {n: [] for n in names}
+    merged: dict[str, record.Results | None] = {}
+    with (run_dir / "run.log").open("a") as log:
+        for i in range(rounds):
+            k = i % len(names)
+            for name in names[k:] + names[:k]:
+                check(log)
+                t0 = time.monotonic()
+                rc, out = run_round(run_dir, plans[name], i, Side(name), log)
+                print(f"round {i + 1}/{rounds} {name}: exit {rc}, {time.monotonic() - t0:.0f} s")
+                if rc not in (0, 1):
+                    raise ValueError(f"{name}'s round {i + 1} exited {rc}; see {run_dir}/run.log")
+                paths[name].append(out)
+                merged[name] = merge_rounds(paths[name], run_dir / f"{name}.json", [*command, name])
+    return merged
 
 
 def measure(

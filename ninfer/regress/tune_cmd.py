@@ -26,7 +26,7 @@ from ..atomic import write_text_atomic
 from ..bench.points import load_suite
 from ..formats.qtype import QType
 from ..routes.table import dumps_table
-from .runner import RoundPlan, Side, merge_rounds, new_run_dir, run_round
+from .runner import RoundPlan, interleaved, new_run_dir, with_dispatch
 from .stats import LOCATION_Q, round_values
 from .tune import T_GRID, Shape, candidates, read_record, record_doc, suite_shapes, table_from
 
@@ -105,26 +105,12 @@ def measure(a: argparse.Namespace, shapes: list[Shape], cc: int, check: Any) -> 
     print(f"run folder: {run_dir}")
     suite = _suite_file(run_dir, shapes, a.t_grid)
     keys = plan_points(shapes, a.t_grid, cc)
-    routes = sorted(keys)
-    paths: dict[str, list[Path]] = {r: [] for r in routes}
-    merged: dict[str, record.Results | None] = {}
-    with (run_dir / "run.log").open("a") as log:
-        for i in range(a.rounds):
-            for r in routes[i % len(routes) :] + routes[: i % len(routes)]:
-                check(log)
-                force = run_dir / f"force_{r}.json"
-                write_text_atomic(force, json.dumps({"force": r}) + "\n")
-                plan = RoundPlan(str(suite), a.repeat, a.warmup, a.device, a.seed,
-                                 keys[r], ("--dispatch", str(force)))  # fmt: skip
-                t0 = time.monotonic()
-                rc, out = run_round(run_dir, plan, i, Side(r), log)
-                print(f"round {i + 1}/{a.rounds} {r}: exit {rc}, {time.monotonic() - t0:.0f} s")
-                if rc not in (0, 1):  # usage or environment: every later round would be too
-                    raise ValueError(f"route {r}'s round exited {rc}; see {run_dir}/run.log")
-                paths[r].append(out)
-                merged[r] = merge_rounds(
-                    paths[r], run_dir / f"{r}.json", ["ninfer-regress", "tune", r]
-                )
+    plans = {
+        r: with_dispatch(run_dir, r, RoundPlan(str(suite), a.repeat, a.warmup, a.device, a.seed,
+                                               keys[r]), {"force": r})
+        for r in sorted(keys)
+    }  # fmt: skip
+    merged = interleaved(run_dir, plans, a.rounds, check, ["ninfer-regress", "tune"])
     return merged, run_dir
 
 
