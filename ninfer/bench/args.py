@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     tm = ap.add_argument_group("timing")
     tm.add_argument("--warmup", type=count_arg(0), default=3, help="untimed calls before capture")
     tm.add_argument("--repeat", type=count_arg(1), default=20, help="samples per point and round")
+    tm.add_argument("--host-calls", type=count_arg(0), default=20, metavar="N",
+                    help="direct calls timed on the host per point, at most --repeat (0: none; "
+                         "the tune command's choice is by GPU time alone)")  # fmt: skip
     tm.add_argument("--flush-mib", type=count_arg(0), default=256,
                     help="MiB written before each sample to evict the L2")  # fmt: skip
     tm.add_argument("--execution", choices=["graph", "direct"], default="graph",

@@ -43,6 +43,7 @@ RECOVERY_S = 0.5  # long enough for the driver's power governor to raise the clo
 # big weights (1-4 ms a call) and the next point read +7 % on average (docs/regress.md).
 HEAVY_US = 20_000.0
 COOL_S = 0.3
+REWRITE_S = 5.0
 
 
 def prepared_call(
@@ -171,7 +172,7 @@ class Round:
             time.sleep(RECOVERY_S)
         if sum(s.samples_us) > HEAVY_US:
             time.sleep(COOL_S)
-        host = timer.host_dispatch_us(call, n=min(self.args.repeat, 20))
+        host = timer.host_dispatch_us(call, n=min(self.args.repeat, self.args.host_calls))
         rnd: dict[str, Any] = {
             "round": self.index,
             "samples_us": s.samples_us,
@@ -287,6 +288,7 @@ def _run(args: argparse.Namespace, points: list[BenchPoint], dev: Any) -> int:
     out_path: Path | None = args.json_out
     prev_median: dict[tuple[Any, ...], float] = {}
     m: dict[str, Any] | None = None
+    written = t_start
     for a in range(allocs):
         rseed = None if seed is None else seed + a
         doc["rounds"].append({
@@ -325,9 +327,13 @@ def _run(args: argparse.Namespace, points: list[BenchPoint], dev: Any) -> int:
                     _peer(peer, p, timer, s, row, static)
                 record.add_round(doc, _key(p), static, m["round"], doc["ceilings"])
                 print(_fmt_row(row, extra), flush=True)
-                if out_path is not None:  # incremental: a crash keeps the finished points
+                # Incremental, so a crash keeps the finished points; at most every
+                # REWRITE_S, as a rewrite costs the whole record (thousands of points in a
+                # tune round) and an fsync.
+                if out_path is not None and time.time() - written > REWRITE_S:
                     doc["wall_s"] = time.time() - t_start
                     record.write_json(out_path, doc, check=False)
+                    written = time.time()
         doc["rounds"][-1]["wall_s"] = time.time() - t_round
         mem.free()
         # The next round's arena is checked against the free memory (memory.check_fits):
@@ -356,7 +362,7 @@ def _row(p: BenchPoint, s: Any, static: dict[str, Any], host: list[float]) -> di
     return {
         "label": p.label, "qtype": p.qtype.value, "policy": p.policy.value, "N": p.n, "K": p.k,
         "T": p.t, "median_us": s.median_us, "min_us": s.min_us, "p95_us": s.p95_us,
-        **static["metrics"], "host_us": float(np.median(host)),
+        **static["metrics"], "host_us": float(np.median(host)) if host else float("nan"),
     }  # fmt: skip
 
 

@@ -33,6 +33,8 @@ from .tune import T_GRID, Shape, candidates, read_record, record_doc, suite_shap
 STATISTIC = "the lower quartile of round medians"
 TUNE_ROUNDS = 3
 TUNE_REPEAT = 10
+# The choice is by GPU time; host-time samples would cost another repeat's worth of calls.
+HOST_OFF = ("--host-calls", "0")
 
 
 def add_parser(sub: Any, formatter: Any, bench_args: Any) -> None:
@@ -107,7 +109,7 @@ def measure(a: argparse.Namespace, shapes: list[Shape], cc: int, check: Any) -> 
     keys = plan_points(shapes, a.t_grid, cc)
     plans = {
         r: with_dispatch(run_dir, r, RoundPlan(str(suite), a.repeat, a.warmup, a.device, a.seed,
-                                               keys[r]), {"force": r})
+                                               keys[r], HOST_OFF), {"force": r})
         for r in sorted(keys)
     }  # fmt: skip
     merged = interleaved(run_dir, plans, a.rounds, check, ["ninfer-regress", "tune"])
