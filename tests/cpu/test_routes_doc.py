@@ -24,14 +24,17 @@ def test_docs_routes_md_is_generated_from_the_tables(capsys: pytest.CaptureFixtu
 def test_a_stale_page_is_caught_and_rewritten(tmp_path: Path) -> None:
     page = tmp_path / "routes.md"
     text = (ROOT / "docs/routes.md").read_text()
-    page.write_text(text.replace("| `dec_q` | 1 … 16 |", "| `dec_q` | 1 … 15 |"))
+    row = next(line for line in text.splitlines() if line.startswith("| `dec_q` | 1 … "))
+    assert row in text
+    page.write_text(text.replace(row, row.replace("| 1 … ", "| 1 … 1", 1), 1))
     assert doc.main(["--check", str(page)]) == 1
     assert doc.main([str(page)]) == 0
     assert page.read_text() == text
 
 
 def test_one_file_per_table_in_canonical_form() -> None:
-    files = sorted(TABLE_DIR.glob("sm_*.json"), key=lambda f: int(f.stem.removeprefix("sm_")))
+    tables = [f for f in TABLE_DIR.glob("sm_*.json") if not f.name.endswith(".tune.json")]
+    files = sorted(tables, key=lambda f: int(f.stem.removeprefix("sm_")))
     assert [f.stem for f in files] == [f"sm_{cc}" for cc in sorted(ROUTE_TABLES)]
     for f in files:
         assert dumps_table(read_table(f)) == f.read_text(), (
