@@ -6,8 +6,8 @@
 // as contiguous as HBM wants them. The planes are stored band-tiled (formats.md): one
 // stage (128 k) of one 16-row band is one contiguous block, copied with 16-byte
 // cp.async straight into the shared-memory order the fragments are read in; S-1 stages
-// per warp are in flight at no register cost. (Row-major planes put 16 rows x 64 bytes
-// per stage 2.5 KB apart and ran BF16 at half of cuBLAS: docs/perf/decode_h200.md.)
+// per warp are in flight at no register cost. (Row-major planes, 16 rows x 64 bytes a stage
+// 2.5 KB apart, ran BF16 at half of cuBLAS: docs/perf/decode_h200.md@8fe804d, "probe".)
 // Each weight byte is read once, decoded with a few integer ops into BF16 pairs and fed
 // to the tensor core, which does the T-fold reuse FP32 FMAs could not afford.
 // A block is WK k-groups x WR row-warps: the WR warps of a k-group share its staged x

@@ -6,9 +6,10 @@
 // class of GPU (wgmma + TMA on sm_90), which a portable mma.sync kernel cannot reach;
 // decoding the weight once per call costs 2 bytes written (and read back by the GEMM)
 // per weight, amortized over T tokens. What it costs is measured in
-// docs/perf/prefill_h200.md: the decoded bands mostly round-trip through HBM (ncu, Q4
-// [14336,5120] T = 1024: 147 MB decoded, 73 MB of DRAM writes and 236 MB of DRAM reads
-// for 39 MB of weight), so at small T the route is bound by that traffic.
+// docs/perf/prefill_h200.md@8fe804d ("The floor"; versions table, v2): the decoded bands
+// mostly round-trip through HBM (ncu, Q4 [14336,5120] T = 1024: 147 MB decoded, 73 MB of
+// DRAM writes and 236 MB of DRAM reads for 39 MB of weight), so at small T the route is
+// bound by that traffic.
 //
 // Numerics (docs/routes.md): each weight is scale x code computed exactly in FP32
 // (FP16 scale x code: at most 19 significant bits) and rounded once to BF16 (round to

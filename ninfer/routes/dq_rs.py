@@ -386,7 +386,7 @@ class RsPlan:
 
     def o_map(self, ptr: int) -> Any:
         """out's map: [T][N] BF16, a box one consumer warpgroup's 64 rows x 128 tokens in
-        the 128-byte swizzle its staging uses (kernels/dq_rs.cu, cs_at); None where TMA
+        the 128-byte swizzle its staging uses (kernels/dq_rs_store.cuh, cs_at); None where TMA
         cannot store out (an address or row pitch not of whole 16 bytes)."""
         if ptr % 16 or (2 * self.n) % 16:
             return None
