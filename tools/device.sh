@@ -74,7 +74,7 @@ verdicts() { echo "rc=$1" | log; grep -E "^(PASS|FAIL|UNDECIDED)|confirming|->|s
 # Usual lengths on an H200 (seconds), for DEADLINE_S.
 usual() {
   case $1 in
-    env | readme | smoke | host) echo 40 ;; conformance) echo 200 ;; gate) echo 150 ;;
+    env | readme | smoke) echo 40 ;; host) echo 100 ;; conformance) echo 200 ;; gate) echo 150 ;;
     noxbench | planted*) echo 170 ;; abref) echo 150 ;; ab*) echo 120 ;; fallback) echo 200 ;;
     asvplanted) echo 330 ;; tests) echo 200 ;; noise) echo 420 ;; tune) echo 540 ;; *) echo 60 ;;
   esac
@@ -100,8 +100,18 @@ for step in $STEPS; do
       timeout 120 $PY -m pytest tests -m "gpu and timing" -q -p no:cacheprovider 2>&1 | tail -3 | log ;;
     host)
       timeout 120 $PY tools/experiment.py --profile 14 --host q4:6144:5120:1 --host q4:3456:1152:128 \
-        --host q4:14336:5120:128 > "runs/host_$n.txt" 2>&1
-      grep -E " us$" "runs/host_$n.txt" | log ;;
+        --host q4:4000:10208:512 --host q4:14336:5120:128 > "runs/host_$n.txt" 2>&1
+      grep -E " us$" "runs/host_$n.txt" | log
+      # The bench's host_us (median of 20 enqueues a point) over the suite, by route.
+      timeout 150 $PY -m ninfer.bench --suite all --repeat 5 --no-progress \
+        --json-out "runs/host_suite_$n.json" > /dev/null 2>&1
+      $PY -c 'import json, sys, statistics as st, collections as c
+d = json.load(open(sys.argv[1])); by = c.defaultdict(list)
+for p in d["points"]:
+    by[p["route"]].append(st.median(h for r in p["rounds"] for h in r["host_dispatch_us"]))
+for r, v in sorted(by.items()):
+    print(f"host_us {r}: median {st.median(v):.1f} us over {len(v)} points (min {min(v):.1f}, max {max(v):.1f})")' \
+        "runs/host_suite_$n.json" 2>&1 | log ;;
     bench)
       timeout 200 $PY -m ninfer.bench --suite all --peer cublas --json-out "runs/bench_cublas_$n.json" \
         > "runs/bench_cublas_$n.txt" 2>&1

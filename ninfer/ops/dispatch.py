@@ -8,9 +8,12 @@ so an override can neither leak into the default nor be served stale.
 
 Caches, all owned here:
 - selections: (format, policy, N, K, T, cc) -> (problem, route);
-- per weight: (T, A4) -> the route, its workspace need and its launch plan, dropped
-  when the weight is freed (a weak reference; a plan holds the planes' addresses, never
-  the weight, so the cache cannot keep a weight alive);
+- per weight: (T, A4) -> the route, its workspace need and its launch plan; and
+  (policy, x, out, workspace) -> the plan bound to those buffers (``Launch``), keyed by
+  everything the checks read of them (``interop.call_key``: address, device, shape,
+  strides, dtype), so a repeated call skips the checks it has passed and the binding.
+  Both are dropped when the weight is freed (a weak reference; a plan holds the planes'
+  addresses, never the weight, so the cache cannot keep a weight alive);
 - compiled modules: a ``Kernels`` (content-addressed, so ``with_tuning`` shares it).
 """
 
@@ -23,11 +26,11 @@ from typing import Any
 
 from ..formats.packed import PackedWeight
 from ..policy import Policy
-from ..routes.launcher import Launcher, Plan
+from ..routes.launcher import Launch, Launcher, Plan
 from ..routes.problem import Problem
 from ..routes.table import LAUNCHERS, ROUTE_TABLES, Route, Tables, seams, select, table_for
 from ..runtime.compile import Kernels
-from ..runtime.interop import describe, resolve_stream
+from ..runtime.interop import call_key, describe, resolve_stream
 from .checks import (
     check_activation,
     check_off_weight,
@@ -39,6 +42,7 @@ from .checks import (
 
 _SELECTIONS_MAX = 4096  # distinct geometries remembered; T is bounded in practice
 _PER_WEIGHT_MAX = 256  # (T, policy) entries per weight
+_CALLS_MAX = 64  # bound launches per weight (buffer sets of a serving loop, times T)
 
 
 @functools.cache
@@ -57,6 +61,25 @@ class _Entry:
         self.problem, self.route, self.launcher, self.tuning = problem, route, launcher, tuning
         self.need = int(launcher.workspace_bytes(problem, tuning))
         self.plan: Plan | None = None  # built at the first launch (compiles on first use)
+
+
+# A weight's caches: its weak reference, (T, A4) -> entry, call key -> (launch, whether
+# the stream is torch's, device).
+_Slot = tuple[
+    "weakref.ref[PackedWeight]",
+    dict[Any, _Entry],
+    dict[tuple[Any, ...], tuple[Launch, bool, int | None]],
+]
+
+
+def _call_key(policy: Any, x: Any, out: Any, workspace: Any) -> tuple[Any, ...] | None:
+    """The call cache's key; None where an array has no key (it then always goes through
+    the checks: a workspace without a key must not pass for no workspace)."""
+    kx, ko = call_key(x), call_key(out)
+    kw = () if workspace is None else call_key(workspace)
+    if kx is None or ko is None or kw is None:
+        return None
+    return (policy, kx, ko, kw)
 
 
 class Dispatcher:
@@ -87,7 +110,7 @@ class Dispatcher:
         self.tuning: dict[str, Any] = {n: given.get(n, lc.tuning) for n, lc in LAUNCHERS.items()}
         self.kernels = Kernels() if kernels is None else kernels
         self._selected: dict[tuple[Any, ...], tuple[Problem, Route]] = {}
-        self._weights: dict[int, tuple[weakref.ref[PackedWeight], dict[Any, _Entry]]] = {}
+        self._weights: dict[int, _Slot] = {}
 
     def with_tuning(self, **tuning: Any) -> Dispatcher:
         """A dispatcher with these launchers' tuning replaced (same tables; the compiled
@@ -125,15 +148,18 @@ class Dispatcher:
 
     # --- per-weight cache --------------------------------------------------------------
 
-    def _entries(self, w: PackedWeight) -> dict[Any, _Entry]:
+    def _slot(self, w: PackedWeight) -> _Slot:
         key = id(w)
         slot = self._weights.get(key)
         if slot is None:
             # The callback runs while the weight is being freed, before its id can be
-            # reused: a new weight never finds a dead one's plans.
+            # reused: a new weight never finds a dead one's plans or launches.
             ref = weakref.ref(w, functools.partial(_forget, self._weights, key))
-            slot = self._weights[key] = (ref, {})
-        return slot[1]
+            slot = self._weights[key] = (ref, {}, {})
+        return slot
+
+    def _entries(self, w: PackedWeight) -> dict[Any, _Entry]:
+        return self._slot(w)[1]
 
     def _entry(self, w: PackedWeight, t: int, policy: Policy) -> _Entry:
         entries = self._entries(w)
@@ -174,6 +200,24 @@ class Dispatcher:
         stream: Any = None,
     ) -> None:
         """``ninfer.linear`` through this dispatcher (same contract, same checks)."""
+        # A repeat of a call that passed: same weight (a live object's id is its own),
+        # policy and buffer keys. Only the stream is resolved again.
+        slot = self._weights.get(id(w))
+        if slot is not None:
+            key = _call_key(policy, x, out, workspace)
+            if key is not None:
+                try:
+                    hit = slot[2].get(key)
+                except TypeError:  # an unhashable policy: the checks will say what is wrong
+                    hit = None
+                if hit is not None:
+                    hit[0].launch(resolve_stream(stream, hit[1], hit[2]))
+                    return
+        self._checked_linear(x, w, out, policy, workspace, stream)
+
+    def _checked_linear(
+        self, x: Any, w: PackedWeight, out: Any, policy: Any, workspace: Any, stream: Any
+    ) -> None:
         wd = check_weight(w)
         pol = check_policy(policy, wd)
         xd = describe(x, "x")
@@ -216,8 +260,16 @@ class Dispatcher:
             raise ValueError(
                 f"workspace: expected a device buffer of at least {need} bytes, got None"
             )
-        handle = resolve_stream(stream, "torch" in (xd.kind, od.kind), wd.device_id)
-        self._built(e, wd).run(xd.ptr, od.ptr, handle, ws_ptr)
+        torch = "torch" in (xd.kind, od.kind)
+        handle = resolve_stream(stream, torch, wd.device_id)
+        launch = self._built(e, wd).bind(xd.ptr, od.ptr, ws_ptr)
+        launch.launch(handle)
+        key = _call_key(policy, x, out, workspace)
+        if key is not None:
+            calls = self._slot(wd)[2]
+            if len(calls) >= _CALLS_MAX:
+                calls.clear()
+            calls[key] = (launch, torch, wd.device_id)
 
 
 def _forget(weights: dict[int, Any], key: int, _ref: Any) -> None:

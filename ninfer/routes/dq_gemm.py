@@ -16,7 +16,7 @@ from typing import Any
 from ..formats.packed import PackedWeight
 from ..formats.qtype import QType, k_padded
 from ..runtime.compile import Kernels
-from .launcher import arg_pointers
+from .launcher import KernelLaunch, cuda_api, on_device
 from .problem import QTYPE_ID, Problem
 
 NAME = "dq_gemm"
@@ -155,8 +155,8 @@ def _lib() -> _Cublas:
 class DqPlan:
     """The launches of one (weight, T): per band a decode (side stream) and a GEMM.
 
-    Built once per (weight, T, policy) like launcher.KernelPlan; ``run`` writes pointers and
-    enqueues. Band b decodes into workspace slot b % 2 on a side stream that first waits
+    Built once per (weight, T, policy) like launcher.KernelPlan; ``bind`` makes each
+    band's parameters and GEMM arguments for a set of buffers. Band b decodes into workspace slot b % 2 on a side stream that first waits
     for the caller's stream; the GEMM of band b waits for its decode, and the decode of
     band b + 2 waits for the GEMM of band b (same slot). The caller's stream waits for
     every decode, so the side stream rejoins it (a CUDA-graph capture requirement).
@@ -183,47 +183,72 @@ class DqPlan:
         self.slot_bytes = self.rows * 2 * w.k_pad
         qs, qh, sc = w.plane_ptrs
         self.params = _Params(qs, qh, sc, w.k_pad, 0, 0, 0)
-        self.argv = arg_pointers(self.params)
-        self.argv_ptr = ctypes.addressof(self.argv)
         # Host-side alpha / beta (cuBLAS's default pointer mode): NVFP4's tensor scale
         # is applied by the GEMM in FP32, as the other routes apply it.
         self.alpha = ctypes.c_float(w.tensor_scale if p.qtype is QType.NVFP4 else 1.0)
         self.beta = ctypes.c_float(0.0)
         self.lock = threading.Lock()
 
-    def run(self, x_ptr: int, out_ptr: int, stream: int, ws_ptr: int) -> None:
-        import cupy
-        from cupy.cuda import driver, runtime
+    def bind(self, x_ptr: int, out_ptr: int, ws_ptr: int) -> DqLaunch:
+        bands = []
+        for b, n0 in enumerate(range(0, self.n, self.rows)):
+            rows = min(self.rows, self.n - n0)
+            ws = ws_ptr + (b % 2) * self.slot_bytes
+            prm = _Params.from_buffer_copy(self.params)
+            prm.n0, prm.rows, prm.ws = n0, rows, ws
+            gx, gy = -(-rows // 16), -(-(self.kpad // 32) // TILE_CHUNKS)
+            decode = KernelLaunch(self.func, (gx, gy, 1), (BLOCK, 1, 1), 0, prm, self.device)
+            # Column-major view: out^T [N, T] (ldc N) = band [K_pad, rows]^T · x^T [K, T].
+            gemm = (
+                self.handle, _CUBLAS_OP_T, _CUBLAS_OP_N, rows, self.t, self.k,
+                ctypes.addressof(self.alpha), ws, _CUDA_R_16BF, self.kpad,
+                x_ptr, _CUDA_R_16BF, self.k,
+                ctypes.addressof(self.beta), out_ptr + 2 * n0, _CUDA_R_16BF, self.n,
+                _CUBLAS_COMPUTE_32F, _CUBLAS_GEMM_DEFAULT,
+            )  # fmt: skip
+            bands.append((decode, gemm))
+        return DqLaunch(self, bands)
 
-        lib, side = self.lib, self.side.ptr
-        with cupy.cuda.Device(self.device), self.lock, self.cublas_lock:
-            _check(lib.cublasSetStream_v2(self.handle, stream), "cublasSetStream")
-            runtime.eventRecord(self.ev_start.ptr, stream)
-            runtime.streamWaitEvent(side, self.ev_start.ptr)
-            prm = self.params
-            for b, n0 in enumerate(range(0, self.n, self.rows)):
+    def run(self, x_ptr: int, out_ptr: int, stream: int, ws_ptr: int) -> None:
+        self.bind(x_ptr, out_ptr, ws_ptr).launch(stream)
+
+
+class DqLaunch:
+    """A plan's bands for one set of buffers. One band (the weight fits ``band_bytes``)
+    runs on the caller's stream: decode, then GEMM, nothing to overlap. Several run as
+    ``DqPlan`` says, the decodes on its side stream. The plan's lock covers its events,
+    the handle's lock the handle's stream."""
+
+    __slots__ = ("bands", "plan")
+
+    def __init__(self, plan: DqPlan, bands: list[tuple[KernelLaunch, tuple[Any, ...]]]) -> None:
+        self.plan, self.bands = plan, bands
+
+    def launch(self, stream: int) -> None:
+        driver, runtime = cuda_api()
+        pl = self.plan
+        if runtime.getDevice() != pl.device:
+            on_device(pl.device, self.launch, stream)
+            return
+        lib, side = pl.lib, pl.side.ptr
+        with pl.lock, pl.cublas_lock:
+            _check(lib.cublasSetStream_v2(pl.handle, stream), "cublasSetStream")
+            if len(self.bands) == 1:
+                dec, gemm = self.bands[0]
+                driver.launchKernel(*dec.head, stream, ctypes.addressof(dec.argv), 0)
+                _check(lib.cublasGemmEx(*gemm), "cublasGemmEx")
+                return
+            runtime.eventRecord(pl.ev_start.ptr, stream)
+            runtime.streamWaitEvent(side, pl.ev_start.ptr)
+            for b, (dec, gemm) in enumerate(self.bands):
                 slot = b % 2
-                rows = min(self.rows, self.n - n0)
-                ws = ws_ptr + slot * self.slot_bytes
                 if b >= 2:  # the slot's previous GEMM must have read it
-                    runtime.streamWaitEvent(side, self.ev_mm[slot].ptr)
-                prm.n0, prm.rows, prm.ws = n0, rows, ws
-                gx, gy = -(-rows // 16), -(-(self.kpad // 32) // TILE_CHUNKS)
-                driver.launchKernel(self.func, gx, gy, 1, BLOCK, 1, 1, 0, side, self.argv_ptr, 0)
-                runtime.eventRecord(self.ev_dq[slot].ptr, side)
-                runtime.streamWaitEvent(stream, self.ev_dq[slot].ptr)
-                # Column-major view: out^T [N, T] (ldc N) = band [K_pad, rows]^T · x^T [K, T].
-                _check(
-                    lib.cublasGemmEx(
-                        self.handle, _CUBLAS_OP_T, _CUBLAS_OP_N, rows, self.t, self.k,
-                        ctypes.addressof(self.alpha), ws, _CUDA_R_16BF, self.kpad,
-                        x_ptr, _CUDA_R_16BF, self.k,
-                        ctypes.addressof(self.beta), out_ptr + 2 * n0, _CUDA_R_16BF, self.n,
-                        _CUBLAS_COMPUTE_32F, _CUBLAS_GEMM_DEFAULT,
-                    ),
-                    "cublasGemmEx",
-                )  # fmt: skip
-                runtime.eventRecord(self.ev_mm[slot].ptr, stream)
+                    runtime.streamWaitEvent(side, pl.ev_mm[slot].ptr)
+                driver.launchKernel(*dec.head, side, ctypes.addressof(dec.argv), 0)
+                runtime.eventRecord(pl.ev_dq[slot].ptr, side)
+                runtime.streamWaitEvent(stream, pl.ev_dq[slot].ptr)
+                _check(lib.cublasGemmEx(*gemm), "cublasGemmEx")
+                runtime.eventRecord(pl.ev_mm[slot].ptr, stream)
 
 
 class DqGemm:

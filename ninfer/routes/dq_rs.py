@@ -24,7 +24,7 @@ from ..formats.packed import PackedWeight
 from ..formats.qtype import QType
 from ..runtime.compile import Kernels
 from ..runtime.tma import BF16, SWIZZLE_128B, SWIZZLE_NONE, UINT64, TensorMap, encode_2d
-from .launcher import arg_pointers
+from .launcher import KernelLaunch, cuda_api, on_device
 from .problem import QTYPE_ID, Problem
 
 NAME = "dq_rs"
@@ -349,8 +349,6 @@ class RsPlan:
             0,
             0,
         )
-        self.argv = arg_pointers(self.params)
-        self.argv_ptr = ctypes.addressof(self.argv)
         self.blocks = blocks(p, self.nb, sms, w.k_pad, tuning)
         # Runs that all start on a tile (whole tiles per block, no partials): the
         # counters go unused.
@@ -398,40 +396,57 @@ class RsPlan:
             m = self.o_maps[ptr] = encode_2d(ptr, BF16, dims, 2 * self.n, (64, 128), SWIZZLE_128B)
         return m
 
-    def run(self, x_ptr: int, out_ptr: int, stream: int, ws_ptr: int) -> None:
-        import cupy
-        from cupy.cuda import driver, runtime
-
-        with cupy.cuda.Device(self.device), self.lock:
+    def bind(self, x_ptr: int, out_ptr: int, ws_ptr: int) -> RsLaunch:
+        with self.lock:  # the map caches
             pitch = 2 * self.k
+            stage = None
             if x_ptr % 16 or pitch % 16:
                 # TMA reads rows of whole 16 bytes from a 16-byte aligned base: stage x.
                 padded = 2 * k_pitch(self.k)
-                runtime.memcpy2DAsync(
-                    ws_ptr,
-                    padded,
-                    x_ptr,
-                    pitch,
-                    pitch,
-                    self.t,
-                    runtime.memcpyDeviceToDevice,
-                    stream,
-                )
+                stage = (ws_ptr, padded, x_ptr, pitch, pitch, self.t)
                 x_ptr, pitch = ws_ptr, padded
-            prm = self.params
+            prm = _Params.from_buffer_copy(self.params)
             prm.xmap, prm.xtail = self.x_map(x_ptr, pitch)
             prm.out = out_ptr
             omap = self.o_map(out_ptr)
             prm.otma = omap is not None
             if omap is not None:
                 prm.omap = omap
+            zero = None
             if self.splits:  # counters from zero: the workspace is the caller's memory
                 prm.cnt = ws_ptr + self.x_copy
                 prm.part = prm.cnt + self.counter_bytes
-                runtime.memsetAsync(prm.cnt, 0, 4 * self.n_tiles, stream)
-            driver.launchKernel(
-                self.func, self.blocks, 1, 1, THREADS, 1, 1, self.shared, stream, self.argv_ptr, 0
-            )
+                zero = (prm.cnt, 0, 4 * self.n_tiles)
+        head = (self.func, self.blocks, 1, 1, THREADS, 1, 1, self.shared)
+        return RsLaunch(KernelLaunch(head[0], head[1:4], head[4:7], head[7], prm, self.device),
+                        stage, zero)  # fmt: skip
+
+    def run(self, x_ptr: int, out_ptr: int, stream: int, ws_ptr: int) -> None:
+        self.bind(x_ptr, out_ptr, ws_ptr).launch(stream)
+
+
+class RsLaunch:
+    """dq_rs for one set of buffers: x staged where TMA cannot read it, the split
+    tiles' counters zeroed, the kernel."""
+
+    __slots__ = ("kernel", "params", "stage", "zero")
+
+    def __init__(self, kernel: KernelLaunch, stage: tuple[int, ...] | None,
+                 zero: tuple[int, int, int] | None) -> None:  # fmt: skip
+        self.kernel, self.stage, self.zero = kernel, stage, zero
+        self.params = kernel.params
+
+    def launch(self, stream: int) -> None:
+        driver, runtime = cuda_api()
+        k = self.kernel
+        if runtime.getDevice() != k.device:
+            on_device(k.device, self.launch, stream)
+            return
+        if self.stage is not None:
+            runtime.memcpy2DAsync(*self.stage, runtime.memcpyDeviceToDevice, stream)
+        if self.zero is not None:
+            runtime.memsetAsync(*self.zero, stream)
+        driver.launchKernel(*k.head, stream, ctypes.addressof(k.argv), 0)
 
 
 class DqRs:

@@ -7,17 +7,19 @@ what it requires of a problem, its workspace and its plan. The dispatcher
 (``ninfer/ops/dispatch.py``) owns every cache; a launcher keeps none.
 
 A *plan* (kernel handle, grid, block, shared memory, packed parameters) is built once
-per (weight planes, problem, tuning); a call then writes the values that change (x,
-out, the x alignment flag) into the plan's parameter block and calls ``cuLaunchKernel``
-directly. CuPy's generic kernel call costs tens of microseconds of Python per launch
-with eleven arguments; host dispatch of ``linear()`` is a budgeted cost.
+per (weight planes, problem, tuning). ``plan.bind(x, out, workspace)`` makes a *launch*:
+the plan's parameter block with those addresses written in (and whatever else they
+decide: x's alignment flag, dq_rs's tensor maps), which ``launch(stream)`` hands to
+``cuLaunchKernel`` as is. The dispatcher keeps a launch per (weight, T, policy, buffers),
+so a repeated call writes nothing and takes no lock: CuPy's generic kernel call costs
+tens of microseconds of Python per launch with eleven arguments, and host dispatch of
+``linear()`` is a budgeted cost (DESIGN §3; docs/perf/decode_h200.md, host dispatch).
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
-import threading
 from typing import Any, Protocol
 
 from ..formats.packed import PackedWeight
@@ -33,8 +35,20 @@ class Tuning(Protocol):
     def text(self) -> str: ...
 
 
+class Launch(Protocol):
+    def launch(self, stream: int) -> None:
+        """Enqueue the call on ``stream`` (a raw handle): no checks, no writes, no sync."""
+        ...
+
+
 class Plan(Protocol):
-    def run(self, x_ptr: int, out_ptr: int, stream: int, ws_ptr: int) -> None: ...
+    def bind(self, x_ptr: int, out_ptr: int, ws_ptr: int) -> Launch:
+        """The launch for these buffers (addresses the dispatcher has checked)."""
+        ...
+
+    def run(self, x_ptr: int, out_ptr: int, stream: int, ws_ptr: int) -> None:
+        """``bind(x_ptr, out_ptr, ws_ptr).launch(stream)``."""
+        ...
 
 
 class Launcher(Protocol):
@@ -97,12 +111,9 @@ def arg_pointers(params: ctypes.Structure) -> Any:
 
 
 class KernelPlan:
-    """One prepared launch of a kernel with the common signature.
-
-    ``run`` writes the values that change per call into the parameter block and calls
-    ``cuLaunchKernel`` (which copies the parameters before returning); the lock keeps
-    two threads launching the same plan from mixing their x and out.
-    """
+    """One prepared launch of a kernel with the common signature (see the module
+    docstring); ``bind`` copies the parameter block and writes x, out and the x
+    alignment flag into the copy."""
 
     def __init__(
         self,
@@ -124,32 +135,60 @@ class KernelPlan:
             self.func = int(fn.kernel.ptr)
         qs, qh, sc = w.plane_ptrs
         self.params = _Params(qs, qh, sc, w.tensor_scale, p.n, p.k, w.k_pad, 0, 0, p.t, 0)
-        self.argv = arg_pointers(self.params)
-        self.argv_ptr = ctypes.addressof(self.argv)
         self.grid = grid
         self.block = block
         self.shared = shared
         self.device = dev
         self.row_bytes_x = p.k * 2
-        self.lock = threading.Lock()
+
+    def bind(self, x_ptr: int, out_ptr: int, ws_ptr: int = 0) -> KernelLaunch:
+        prm = _Params.from_buffer_copy(self.params)
+        prm.x = x_ptr
+        prm.out = out_ptr
+        # 16-byte x loads need a 16-byte aligned base and a row pitch of whole 16 bytes.
+        prm.xvec = int(x_ptr % 16 == 0 and self.row_bytes_x % 16 == 0)
+        return KernelLaunch(self.func, self.grid, self.block, self.shared, prm, self.device)
 
     def run(self, x_ptr: int, out_ptr: int, stream: int, ws_ptr: int = 0) -> None:
-        driver, runtime = cuda_api()
-        g, b = self.grid, self.block
-        with self.lock:
-            prm = self.params
-            prm.x = x_ptr
-            prm.out = out_ptr
-            # 16-byte x loads need a 16-byte aligned base and a row pitch of whole 16 bytes.
-            prm.xvec = int(x_ptr % 16 == 0 and self.row_bytes_x % 16 == 0)
-            if runtime.getDevice() != self.device:
-                # cuLaunchKernel runs in the current context: the weight's device must be current.
-                import cupy
+        self.bind(x_ptr, out_ptr, ws_ptr).launch(stream)
 
-                with cupy.cuda.Device(self.device):
-                    driver.launchKernel(self.func, *g, *b, self.shared, stream, self.argv_ptr, 0)
-                return
-            driver.launchKernel(self.func, *g, *b, self.shared, stream, self.argv_ptr, 0)
+
+class KernelLaunch:
+    """One kernel, its parameters final: ``launch`` is one ``cuLaunchKernel`` (which
+    copies the parameters before it returns, so launches from several threads need no
+    lock)."""
+
+    __slots__ = ("argv", "device", "head", "params")
+
+    def __init__(
+        self,
+        func: int,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        shared: int,
+        params: ctypes.Structure,
+        device: int,
+    ) -> None:
+        self.params = params  # argv points into it: both live as long as the launch
+        self.argv = arg_pointers(params)
+        self.head = (func, *grid, *block, shared)
+        self.device = device
+
+    def launch(self, stream: int) -> None:
+        driver, runtime = cuda_api()
+        if runtime.getDevice() != self.device:
+            on_device(self.device, self.launch, stream)
+            return
+        driver.launchKernel(*self.head, stream, ctypes.addressof(self.argv), 0)
+
+
+def on_device(device: int, launch: Any, stream: int) -> None:
+    """``launch(stream)`` with ``device`` current: cuLaunchKernel and the async copies run
+    in the current context, which must be the weight's."""
+    import cupy
+
+    with cupy.cuda.Device(device):
+        launch(stream)
 
 
 @functools.cache

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -140,6 +141,33 @@ def describe(a: Any, what: str) -> DevArray:
             int(a.device.id),
         )
     raise TypeError(f"{what}: expected a CuPy array or a torch CUDA tensor, got {type(a).__name__}")
+
+
+_TORCH_TENSOR: Any = None
+
+
+def call_key(a: Any) -> tuple[Any, ...] | None:
+    """What ``describe`` and the checks read of ``a``, as a hashable key: two calls whose
+    arrays give equal keys pass or fail the same checks and launch on the same addresses.
+    None for a type without a short path (every call of it goes the whole way)."""
+    t = type(a)
+    if t is _cupy_ndarray():
+        m = a.data
+        return (t, m.ptr, m.device_id, a.shape, a.strides, a.dtype)
+    if t is _TORCH_TENSOR:
+        # requires_grad can be switched on in place; a CPU tensor's device is -1.
+        return (t, a.data_ptr(), a.get_device(), a.shape, a.stride(), a.dtype, a.requires_grad)
+    if _TORCH_TENSOR is None and _is_torch(a):
+        _remember_torch(t)
+    return None
+
+
+def _remember_torch(t: type) -> None:
+    # A torch tensor exists, so torch is imported: no import on this path.
+    global _TORCH_TENSOR
+    torch = sys.modules.get("torch")
+    if torch is not None and t is torch.Tensor:
+        _TORCH_TENSOR = t
 
 
 _GET_STREAM: Any = None

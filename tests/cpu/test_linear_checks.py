@@ -99,11 +99,21 @@ def _device_weight(device: int = 0) -> PackedWeight:
 
 
 class Launches:
+    """A plan whose launches are counted; ``bound`` keeps every (x, out, ws) it bound."""
+
     def __init__(self) -> None:
         self.count = 0
+        self.bound: list[tuple[int, int, int]] = []
+
+    def bind(self, x_ptr: int, out_ptr: int, ws_ptr: int) -> Launches:
+        self.bound.append((x_ptr, out_ptr, ws_ptr))
+        return self
+
+    def launch(self, stream: int) -> None:
+        self.count += 1
 
     def run(self, x_ptr: int, out_ptr: int, stream: int, ws_ptr: int = 0) -> None:
-        self.count += 1
+        self.bind(x_ptr, out_ptr, ws_ptr).launch(stream)
 
 
 @pytest.fixture

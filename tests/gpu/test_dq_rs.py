@@ -123,9 +123,11 @@ def test_dq_rs_out_stores(
     buf = cp.full(_GUARD + offset + t * n + _GUARD, sentinel, dtype=cp.uint16)
     out = buf[_GUARD + offset : _GUARD + offset + t * n].reshape(t, n).view(ml_dtypes.bfloat16)
     assert (out.data.ptr % 16 == 0) == (offset % 8 == 0)
-    d.linear(to_bf16_device(xh), w, out, workspace=workspace_for(w, t, dispatcher=d))
+    x, ws = to_bf16_device(xh), workspace_for(w, t, dispatcher=d)
+    d.linear(x, w, out, workspace=ws)
     tma = offset % 8 == 0 and n % 8 == 0
-    assert d.plan(w, t).params.otma == tma, "the store path is not the one this case is for"
+    bound = d.plan(w, t).bind(x.data.ptr, out.data.ptr, ws.data.ptr)
+    assert bound.params.otma == tma, "the store path is not the one this case is for"
     label = f"dq_rs {qtype.name} [{n},{k}] T={t} NB={nb} blocks={blocks} out offset {2 * offset} B"
     check_against_oracle(out, xh.astype(ml_dtypes.bfloat16), w_ref, label, qtype.name, seed)
     host = cp.asnumpy(buf)

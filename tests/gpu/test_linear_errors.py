@@ -404,3 +404,23 @@ def test_weight_with_zero_n_or_k(weights: dict) -> None:
     for n, k, msg in [(0, w.k, "N: expected N >= 1, got 0"), (w.n, 0, "K: expected K >= 1, got 0")]:
         with pytest.raises(ValueError, match=msg):
             PackedWeight(w.qtype, n, k, w.planes, w.tensor_scale, w.device_id)
+
+
+def test_a_repeated_call_is_checked_again_after_an_in_place_change(weights: dict) -> None:
+    """The dispatcher keeps a launch per (weight, buffers) it has checked (ops/dispatch.py);
+    an array whose geometry changes in place is a new key, checked again."""
+    w = weights[QType.Q4]
+    x, out = _x(), _out()
+    linear(x, w, out)
+    linear(x, w, out)  # the cached launch
+    x.shape = (2 * T, K // 2)  # the same memory as another geometry
+    _expect(ValueError, r"x: expected shape \(6, 384\), got \(6, 192\)",
+            lambda o: linear(x, w, o), out)  # fmt: skip
+    torch = pytest.importorskip("torch")
+    xt, ot = to_bf16_device(np.ones((T, K)), "torch"), to_bf16_device(np.ones((T, N)), "torch")
+    linear(xt, w, ot)
+    linear(xt, w, ot)
+    xt.requires_grad_(True)
+    with pytest.raises(ValueError, match="x: expected a tensor without requires_grad"):
+        linear(xt, w, ot)
+    torch.cuda.synchronize()
