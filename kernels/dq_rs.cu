@@ -115,6 +115,8 @@ template <int QT, int S, int NB>
 struct RsShared {
   using B = RsBand<QT>;
   static constexpr int WST = 8 * (B::CODES + B::QH + B::SC), XT = NB * RS_X_HALF;  // W, x stage bytes
+  // Dynamic shared memory: 1 KB of alignment slack, the stages, cs, 2 S mbarriers, flag.
+  static constexpr int BYTES = 1024 + S * (XT + WST) + RS_CS + 16 * S + 16;
   static_assert(S % 2 == 0, "a loop body alternates the two fragment sets");
   static_assert(S * WST % 1024 == 0, "cs's boxes start on 1 KB swizzle atoms");
   u8* wr;              // [S][WST]; every part a multiple of 128 bytes (TMA's alignment)

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from ..formats.packed import PackedWeight
 from ..formats.qtype import QType
 from ..runtime.compile import Kernels
-from .launcher import KernelPlan
+from .abi import Abi
+from .launcher import COMMON_PARAMS, KernelPlan
 from .problem import QTYPE_ID, Problem
 
 NAME = "dec_q"
@@ -31,6 +32,11 @@ WBYTES: dict[QType, int] = {
     QType.BF16: 4096,
 }
 XS = 272  # DEC_XS: bytes of one staged x row (128 k of BF16 + 16 bytes of padding)
+ABI = Abi(
+    NAME,
+    COMMON_PARAMS,
+    {"DEC_XS": XS, **{f"Dec<QT_{q.name}>::WBYTES": v for q, v in WBYTES.items()}},
+)
 
 
 @dataclass(frozen=True)
@@ -131,6 +137,7 @@ class DecQ:
     nvrtc_options: tuple[str, ...] = ()
     rounds_weight: frozenset[QType] = frozenset()  # the group scale multiplies the FP32 sum
     tuning = DEFAULT
+    abi = ABI
 
     def instances(self, tuning: DecQTuning | None = None) -> tuple[str, ...]:
         tiles = (tuning or self.tuning).tiles

@@ -16,6 +16,7 @@ from typing import Any
 from ..formats.packed import PackedWeight
 from ..formats.qtype import QType, k_padded
 from ..runtime.compile import Kernels
+from .abi import Abi, fields
 from .launcher import KernelLaunch, cuda_api, on_device
 from .problem import QTYPE_ID, Problem
 
@@ -72,17 +73,23 @@ def workspace_bytes(p: Problem, tuning: DqGemmTuning = DEFAULT) -> int:
     return slots * rows * 2 * k_padded(p.k)
 
 
+ABI = Abi(
+    NAME,
+    (
+        ("qs", "const u8*", ctypes.c_uint64),
+        ("qh", "const u8*", ctypes.c_uint64),
+        ("sc", "const u8*", ctypes.c_uint64),
+        ("kpad", "int", ctypes.c_int32),
+        ("n0", "int", ctypes.c_int32),
+        ("rows", "int", ctypes.c_int32),
+        ("ws", "bf16_t*", ctypes.c_uint64),
+    ),
+    {"DQ_CH": TILE_CHUNKS},
+)
+
+
 class _Params(ctypes.Structure):
-    # kernels/dq_gemm.cu: (qs, qh, sc, kpad, n0, rows, ws)
-    _fields_ = [
-        ("qs", ctypes.c_uint64),
-        ("qh", ctypes.c_uint64),
-        ("sc", ctypes.c_uint64),
-        ("kpad", ctypes.c_int32),
-        ("n0", ctypes.c_int32),
-        ("rows", ctypes.c_int32),
-        ("ws", ctypes.c_uint64),
-    ]
+    _fields_ = fields(ABI.params)
 
 
 # cudaDataType / cublasComputeType_t / cublasOperation_t / cublasGemmAlgo_t (cublas_api.h).
@@ -259,6 +266,7 @@ class DqGemm:
     nvrtc_options: tuple[str, ...] = ()
     rounds_weight = ROUNDS_WEIGHT
     tuning = DEFAULT
+    abi = ABI
 
     def instances(self, tuning: DqGemmTuning | None = None) -> tuple[str, ...]:
         return INSTANCES

@@ -24,6 +24,7 @@ from ..formats.packed import PackedWeight
 from ..formats.qtype import QType
 from ..runtime.compile import Kernels
 from ..runtime.tma import BF16, SWIZZLE_128B, SWIZZLE_NONE, UINT64, TensorMap, encode_2d
+from .abi import Abi, fields
 from .launcher import KernelLaunch, cuda_api, on_device
 from .problem import QTYPE_ID, Problem
 
@@ -263,28 +264,48 @@ def shared_bytes(p: Problem, nb: int, tuning: DqRsTuning = DEFAULT) -> int:
     return shared_bytes_for(p.qtype, nb, stages(p.qtype, nb, tuning))
 
 
-class _Params(ctypes.Structure):
-    # kernels/dq_rs.cu: (xmap, xtail, wcodes, whigh, wscale, omap, tensor_scale, N, kpad,
-    # out, T, part, cnt, tiles_x, n_tiles, tail_rows, otma)
-    _fields_ = [
-        ("xmap", TensorMap),
-        ("xtail", TensorMap),
-        ("wcodes", TensorMap),
-        ("whigh", TensorMap),
-        ("wscale", TensorMap),
-        ("omap", TensorMap),
-        ("tensor_scale", ctypes.c_float),
-        ("n", ctypes.c_int32),
-        ("kpad", ctypes.c_int32),
-        ("out", ctypes.c_uint64),
-        ("t", ctypes.c_int32),
-        ("part", ctypes.c_uint64),
-        ("cnt", ctypes.c_uint64),
-        ("tiles_x", ctypes.c_int32),
-        ("n_tiles", ctypes.c_int32),
-        ("tail_rows", ctypes.c_int32),
-        ("otma", ctypes.c_int32),
+def _abi() -> Abi:
+    band = {
+        f"RsBand<QT_{q.name}>::{part}": v
+        for q, sizes in BAND.items()
+        for part, v in zip(("CODES", "QH", "SC"), sizes, strict=True)
+    }
+    shared = {
+        f"RsShared<{QTYPE_ID[q]}, {stages(q, nb)}, {nb}>::BYTES": shared_bytes_for(
+            q, nb, stages(q, nb)
+        )
+        for q in QType
+        for nb in (1, 2)
+    }
+    maps = [
+        (m, "RsTensorMap", TensorMap)
+        for m in ("xmap", "xtail", "wcodes", "whigh", "wscale", "omap")
     ]
+    return Abi(
+        NAME,
+        (
+            *maps,
+            ("tensor_scale", "float", ctypes.c_float),
+            ("n", "int", ctypes.c_int32),
+            ("kpad", "int", ctypes.c_int32),
+            ("out", "bf16_t*", ctypes.c_uint64),
+            ("t", "int", ctypes.c_int32),
+            ("part", "float4*", ctypes.c_uint64),
+            ("cnt", "u32*", ctypes.c_uint64),
+            ("tiles_x", "int", ctypes.c_int32),
+            ("n_tiles", "int", ctypes.c_int32),
+            ("tail_rows", "int", ctypes.c_int32),
+            ("otma", "int", ctypes.c_int32),
+        ),
+        {**band, "RS_BM": ROWS, "RS_BK": 64, **shared},
+    )
+
+
+ABI = _abi()
+
+
+class _Params(ctypes.Structure):
+    _fields_ = fields(ABI.params)
 
 
 def plane_map(plane: Any, box_bytes: int) -> Any:
@@ -457,6 +478,7 @@ class DqRs:
     nvrtc_options = NVRTC_OPTIONS
     rounds_weight = ROUNDS_WEIGHT
     tuning = DEFAULT
+    abi = ABI
 
     def instances(self, tuning: DqRsTuning | None = None) -> tuple[str, ...]:
         return instances(tuning or self.tuning)

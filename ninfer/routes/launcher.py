@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from ..formats.packed import PackedWeight
 from ..formats.qtype import QType
 from ..runtime.compile import Kernels
+from .abi import Abi, Param, fields
 from .problem import Problem
 
 
@@ -57,6 +58,7 @@ class Launcher(Protocol):
     nvrtc_options: tuple[str, ...]
     rounds_weight: frozenset[QType]  # formats whose decoded weight is rounded to BF16
     tuning: Any  # the measured default (a Tuning)
+    abi: Abi  # its kernel's parameters and the constants shared with it (abi.py)
 
     def instances(self, tuning: Any = None) -> tuple[str, ...]: ...
 
@@ -80,21 +82,24 @@ class Launcher(Protocol):
         ...
 
 
+# The one-kernel routes' common signature (checked against the kernel: abi.py).
+COMMON_PARAMS: tuple[Param, ...] = (
+    ("qs", "const u8*", ctypes.c_uint64),
+    ("qh", "const u8*", ctypes.c_uint64),
+    ("sc", "const u8*", ctypes.c_uint64),
+    ("tensor_scale", "float", ctypes.c_float),
+    ("n", "int", ctypes.c_int32),
+    ("k", "int", ctypes.c_int32),
+    ("kpad", "int", ctypes.c_int32),
+    ("x", "const bf16_t*", ctypes.c_uint64),
+    ("out", "bf16_t*", ctypes.c_uint64),
+    ("t", "int", ctypes.c_int32),
+    ("xvec", "int", ctypes.c_int32),
+)
+
+
 class _Params(ctypes.Structure):
-    # The kernels' common signature: (qs, qh, sc, tensor_scale, N, K, kpad, x, out, T, xvec).
-    _fields_ = [
-        ("qs", ctypes.c_uint64),
-        ("qh", ctypes.c_uint64),
-        ("sc", ctypes.c_uint64),
-        ("tensor_scale", ctypes.c_float),
-        ("n", ctypes.c_int32),
-        ("k", ctypes.c_int32),
-        ("kpad", ctypes.c_int32),
-        ("x", ctypes.c_uint64),
-        ("out", ctypes.c_uint64),
-        ("t", ctypes.c_int32),
-        ("xvec", ctypes.c_int32),
-    ]
+    _fields_ = fields(COMMON_PARAMS)
 
 
 def arg_pointers(params: ctypes.Structure) -> Any:

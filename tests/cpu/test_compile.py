@@ -8,14 +8,18 @@ instance's mangled name in the cubin.
 
 from __future__ import annotations
 
+import ctypes
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ninfer.routes import LAUNCHERS
+from ninfer.routes.abi import checks
 from ninfer.runtime.sources import assembled_source
 
 NVCC = shutil.which("nvcc") or (
@@ -45,7 +49,9 @@ CASES = [(r, a) for r in sorted(LAUNCHERS) for a in (LAUNCHERS[r].archs or ARCHS
 def test_kernels_compile(route: str, arch: str, tmp_path: Path) -> None:
     mod = LAUNCHERS[route]
     refs = ", ".join(f"(void*)&{e}" for e in mod.instances())
-    src = assembled_source(mod.name) + f"\nvoid* ninfer_instances[] = {{{refs}}};\n"
+    # The host's statement of the interface, as static_asserts (ninfer/routes/abi.py).
+    abi = checks(mod.abi, mod.instances()[0])
+    src = assembled_source(mod.name) + f"\nvoid* ninfer_instances[] = {{{refs}}};\n" + abi
     cu = tmp_path / f"{route}.cu"
     cu.write_text(src)
     cubin = tmp_path / f"{route}.{arch}.cubin"
@@ -71,3 +77,32 @@ def test_kernels_compile(route: str, arch: str, tmp_path: Path) -> None:
     assert not missing, f"instances not in the {arch} cubin: {missing}"
     # Local-memory use in a kernel usually means a run-time-indexed register array.
     assert "error" not in res.stderr.lower()
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        # Two parameters of different types swapped (the same sizes here would be: the
+        # signature fixes the order of the types, not of the names).
+        (lambda a: replace(a, params=(*a.params[:2], a.params[3], a.params[2], *a.params[4:])),
+         "its parameters are not the host's"),
+        (lambda a: replace(a, params=(*a.params[:3], ("kpad", "int", ctypes.c_int64),
+                                      *a.params[4:])), "kpad (int) is not the host's 8 bytes"),
+        (lambda a: replace(a, constants={"DQ_CH": 8}), "DQ_CH is not the host's 8"),
+        (lambda a: a, ""),  # the statement as shipped compiles: the three above fail for cause
+    ],
+)  # fmt: skip
+def test_a_host_statement_that_drifts_from_the_kernel_does_not_compile(
+    change: Any, says: str, tmp_path: Path
+) -> None:
+    mod = LAUNCHERS["dq_gemm"]  # the smallest kernel source: the checks are the same code
+    cu = tmp_path / "drift.cu"
+    cu.write_text(assembled_source(mod.name) + checks(change(mod.abi), mod.instances()[0]))
+    res = subprocess.run([str(NVCC), "-cubin", "-arch=sm_80", "-std=c++17", str(cu), "-o",
+                          str(tmp_path / "drift.cubin")], capture_output=True, text=True,
+                         check=False)  # fmt: skip
+    if not says:
+        assert res.returncode == 0, res.stderr
+        return
+    assert res.returncode != 0
+    assert says in res.stderr, res.stderr
