@@ -23,7 +23,7 @@ from typing import Any
 from ..formats.packed import PackedWeight
 from ..formats.qtype import QType
 from ..runtime.compile import Kernels
-from ..runtime.tma import BF16, SWIZZLE_128B, SWIZZLE_NONE, UINT64, TensorMap, encode_2d
+from ..runtime.tma import BF16, SWIZZLE_128B, TensorMap, band_map, encode_2d
 from .abi import Abi, fields
 from .launcher import KernelLaunch, cuda_api, on_device
 from .problem import QTYPE_ID, Problem
@@ -308,23 +308,6 @@ class _Params(ctypes.Structure):
     _fields_ = fields(ABI.params)
 
 
-def plane_map(plane: Any, box_bytes: int) -> Any:
-    """A weight plane as [bands][band bytes / 8] 8-byte words; a box is one stage's block of
-    8 bands (bands past the plane read zero)."""
-    if plane is None or box_bytes == 0:
-        return TensorMap()
-    bands = int(plane.shape[0]) // 16
-    pitch = int(plane.nbytes) // bands
-    return encode_2d(
-        int(plane.data.ptr),
-        UINT64,
-        (pitch // 8, bands),
-        pitch,
-        (box_bytes // 8, 8),
-        SWIZZLE_NONE,
-    )
-
-
 class RsPlan:
     """The launch of one (weight, T): the weight's maps once, x's and out's per address.
 
@@ -354,9 +337,9 @@ class RsPlan:
         self.params = _Params(
             TensorMap(),
             TensorMap(),
-            plane_map(w.codes, codes),
-            plane_map(pl.get("qh"), high),
-            plane_map(pl.get("scales"), scales),
+            band_map(w.codes, codes),
+            band_map(pl.get("qh"), high),
+            band_map(pl.get("scales"), scales),
             TensorMap(),
             w.tensor_scale if p.qtype is QType.NVFP4 else 1.0,
             p.n,

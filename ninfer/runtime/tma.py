@@ -74,3 +74,16 @@ def encode_2d(
     """A 2-D tensor map (dims innermost first, pitch in bytes); out-of-bounds boxes read
     zero. Needs the NVIDIA driver (libcuda), not a device."""
     return _driver().encode(ptr, dtype, dims, pitch, box, swizzle)
+
+
+def band_map(plane: Any, box_bytes: int) -> Any:
+    """A band-tiled weight plane (formats.md: bands of 16 rows, each contiguous) as
+    [bands][band bytes / 8] 8-byte words; a box is ``box_bytes`` of each of 8 bands (bands
+    past the plane read zero). An empty map where the format has no such plane."""
+    if plane is None or box_bytes == 0:
+        return TensorMap()
+    bands = int(plane.shape[0]) // 16
+    pitch = int(plane.nbytes) // bands
+    return encode_2d(
+        int(plane.data.ptr), UINT64, (pitch // 8, bands), pitch, (box_bytes // 8, 8), SWIZZLE_NONE
+    )
