@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.stats import binom
 
 from ninfer import record
 from ninfer.regress import simulate as sim
@@ -36,11 +37,17 @@ def test_the_model_is_hierarchical() -> None:
 
 @pytest.mark.slow
 def test_aa_false_positive_rate_per_suite() -> None:
+    """The target is at most 1 % of unchanged suites red. 200 suites cannot show a rate
+    that low, only refute it: the test fails where the count is one a 1 % rate gives less
+    than 1 % of the time (more than 6 of 200; 5 % would give that 88 % of the time). A
+    bound of 1 % on the observed count itself (2 of 200) fails a true 0.83 % one seed in
+    four."""
     rng = np.random.default_rng(2026)
-    trials = 200
+    trials, target = 200, 0.01
     red = sum("slower" in sim.gate(rng, TEMPLATE, sim.Suite.draw(rng, MEDIANS, MODEL), MODEL)
               for _ in range(trials))  # fmt: skip
-    assert red / trials <= 0.01, f"{red} of {trials} unchanged suites went red"
+    most = int(binom.ppf(0.99, trials, target))
+    assert red <= most, f"{red} of {trials} unchanged suites went red (a 1 % rate: <= {most})"
 
 
 @pytest.mark.slow
