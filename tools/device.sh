@@ -31,6 +31,9 @@
 #   ir           ninfer-bench ir (PTX and SASS of every routed kernel instance)
 #   tune         ninfer-regress tune (TUNE_ARGS): the table, its record and docs/routes.md
 #   abtable      nox -s bench -- --ab HEAD: the tuned table (working tree) against HEAD's
+#   peertests    tests/gpu/test_peers.py, then test_dq_rs.py and the linear() contract tests
+#   peers        the peer table (issue 26): Q4 and W8 on four weights, T = 1 ... 1024, beside
+#                cublas, tinygemm, fbgemm and gemlite (PEER_T: the T values), until DEADLINE_S
 # BUNDLE: run in a clone of the bundle's HEAD (records then carry the real commit and a
 # clean tree; the A/B's worktrees need its history); tools/device_wheels.sh makes it.
 # DEADLINE_S: start no step that would, by its usual length, end past this many seconds.
@@ -76,7 +79,7 @@ usual() {
   case $1 in
     env | readme | smoke) echo 40 ;; host) echo 100 ;; conformance) echo 200 ;; gate) echo 150 ;;
     noxbench | planted*) echo 170 ;; abref) echo 150 ;; ab*) echo 120 ;; fallback) echo 200 ;;
-    asvplanted) echo 330 ;; tests) echo 200 ;; noise) echo 420 ;; tune) echo 540 ;; *) echo 60 ;;
+    asvplanted) echo 330 ;; tests) echo 200 ;; peertests) echo 150 ;; peers) echo 120 ;; noise) echo 420 ;; tune) echo 540 ;; *) echo 60 ;;
   esac
 }
 n=0
@@ -188,6 +191,24 @@ for r, v in sorted(by.items()):
       timeout 480 $PY -m nox --no-venv --no-install -s bench -- --no-plots --ab HEAD \
         --ab-rounds "${AB_ROUNDS:-8}" > "runs/abtable_$n.log" 2>&1
       verdicts $? "runs/abtable_$n.log" ;;
+    peertests)
+      timeout 300 $PY -m pytest tests/gpu/test_peers.py -q -s -p no:cacheprovider > "runs/peertests_$n.log" 2>&1
+      tail -15 "runs/peertests_$n.log" | log
+      timeout 200 $PY -m pytest tests/gpu/test_dq_rs.py tests/gpu/test_linear_errors.py \
+        tests/gpu/test_linear_contract.py -q -n 4 -p no:cacheprovider 2>&1 | tail -3 | log ;;
+    peers)
+      $PY - "${PEER_T:-1,16,64,256,1024}" > runs/peer_table.yaml <<'PY'
+import json, sys
+ts = [int(t) for t in sys.argv[1].split(",")]
+shapes = [(6144, 5120), (14336, 5120), (5120, 17408), (131072, 5120)]
+entries = [{"label": f"{q}.{n}x{k}", "qtype": q, "n": n, "k": k, "t_class": "peer"}
+           for q in ("q4", "w8") for n, k in shapes]
+print(json.dumps({"suite": "peer_table", "policy": "a16", "t_classes": {"peer": ts}, "entries": entries}))
+PY
+      left=$(( ${DEADLINE_S:-900} - SECONDS - 10 ))
+      timeout "$left" $PY -m ninfer.bench --suite-file runs/peer_table.yaml --peer cublas --peer tinygemm \
+        --peer fbgemm --peer gemlite --no-progress --json-out "runs/peers_$n.json" > "runs/peers_$n.txt" 2>&1
+      echo "rc=$? (limit ${left} s)" | log; grep -vE "^\s*$" "runs/peers_$n.txt" | tail -45 | cut -c1-220 | log ;;
     *) echo "unknown step $step" | log ;;
   esac
   echo "   ($(($(date +%s) - t0)) s)" | log

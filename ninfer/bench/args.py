@@ -13,7 +13,7 @@ from typing import Any
 
 from ..formats.qtype import QType
 from ..policy import Policy
-from .peers import PEERS
+from .peers import PEER_QTYPES, PEERS
 from .points import INT32_MAX, SUITE_NAMES
 
 COMMANDS = {
@@ -21,6 +21,13 @@ COMMANDS = {
     "ncu": "one point under Nsight Compute: DRAM bytes and kernel time",
     "ir": "the PTX and SASS of every kernel instance the routes can launch (no GPU with --arch)",
 }
+
+
+def _peer_formats() -> str:
+    return ", ".join(
+        f"{p} ({'/'.join(sorted(PEER_QTYPES[p])) if p in PEER_QTYPES else 'every format'})"
+        for p in PEERS
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,7 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     tm.add_argument("--execution", choices=["graph", "direct"], default="graph",
                     help="graph: replay a captured call (no host time); direct: call linear()")  # fmt: skip
     tm.add_argument("--peer", action="append", choices=list(PEERS), default=[],
-                    help="also time a reference implementation on each point (repeatable; needs torch)")  # fmt: skip
+                    help="also time a reference implementation on each point of a format it "
+                         f"is the peer of (repeatable; all need torch): {_peer_formats()}; "
+                         "fbgemm needs fbgemm-gpu-genai and sm_90, gemlite gemlite (docs/bench.md)")  # fmt: skip
     tm.add_argument("--device", type=count_arg(0), default=0, help="CUDA device index")
     out = ap.add_argument_group("output")
     out.add_argument("--list", action="store_true",
