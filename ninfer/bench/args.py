@@ -20,6 +20,7 @@ COMMANDS = {
     "probe": "measure this GPU's read bandwidth and cache it (the roofline's ceiling)",
     "ncu": "one point under Nsight Compute: DRAM bytes and kernel time",
     "ir": "the PTX and SASS of every kernel instance the routes can launch (no GPU with --arch)",
+    "peer-table": "a record's points against their best int peer, as Markdown (no GPU)",
 }
 
 

@@ -73,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import ir
 
         return ir.main(argv[1:])
+    if argv and argv[0] == "peer-table":
+        from . import peer_table
+
+        return peer_table.main(argv[1:])
     ap = build_parser()
     if not argv:
         ap.print_help()
