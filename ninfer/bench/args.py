@@ -21,6 +21,7 @@ COMMANDS = {
     "ncu": "one point under Nsight Compute: DRAM bytes and kernel time",
     "ir": "the PTX and SASS of every kernel instance the routes can launch (no GPU with --arch)",
     "peer-table": "a record's points against their best int peer, as Markdown (no GPU)",
+    "cliffs": "T cliffs in sweeps: a T faster than a smaller one, a large step (no GPU)",
 }
 
 

@@ -73,10 +73,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import ir
 
         return ir.main(argv[1:])
-    if argv and argv[0] == "peer-table":
-        from . import peer_table
+    if argv and argv[0] in ("peer-table", "cliffs"):
+        from . import cliffs, peer_table
 
-        return peer_table.main(argv[1:])
+        return {"peer-table": peer_table.main, "cliffs": cliffs.main}[argv[0]](argv[1:])
     ap = build_parser()
     if not argv:
         ap.print_help()
