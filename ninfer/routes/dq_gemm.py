@@ -160,13 +160,14 @@ def _lib() -> _Cublas:
 
 
 class DqPlan:
-    """The launches of one (weight, T): per band a decode (side stream) and a GEMM.
+    """The launches of one (weight, T): per band a decode and a GEMM.
 
     Built once per (weight, T, policy) like launcher.KernelPlan; ``bind`` makes each
-    band's parameters and GEMM arguments for a set of buffers. Band b decodes into workspace slot b % 2 on a side stream that first waits
-    for the caller's stream; the GEMM of band b waits for its decode, and the decode of
-    band b + 2 waits for the GEMM of band b (same slot). The caller's stream waits for
-    every decode, so the side stream rejoins it (a CUDA-graph capture requirement).
+    band's parameters and GEMM arguments for a set of buffers (``DqLaunch``). With several
+    bands, band b decodes into workspace slot b % 2 on a side stream that first waits for
+    the caller's stream; the GEMM of band b waits for its decode, and the decode of band
+    b + 2 waits for the GEMM of band b (same slot). The caller's stream waits for every
+    decode, so the side stream rejoins it (a CUDA-graph capture requirement).
     """
 
     def __init__(self, p: Problem, w: PackedWeight, fn: Any, tuning: DqGemmTuning) -> None:
