@@ -15,8 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import record
+from .peers import PEER_QTYPES
 
-INT_PEERS = ("tinygemm", "fbgemm", "gemlite")  # the like-for-like peers a point is held to
+# The like-for-like peers a point is held to: those of some formats only (cuBLAS BF16,
+# every format's peer, is the reference column).
+INT_PEERS = tuple(PEER_QTYPES)
 
 
 def rows(doc: dict[str, Any]) -> tuple[list[str], int, int]:
