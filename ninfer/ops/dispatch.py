@@ -202,21 +202,27 @@ class Dispatcher:
         """``ninfer.linear`` through this dispatcher (same contract, same checks)."""
         # A repeat of a call that passed: same weight (a live object's id is its own),
         # policy and buffer keys. Only the stream is resolved again.
+        key = _call_key(policy, x, out, workspace)
         slot = self._weights.get(id(w))
-        if slot is not None:
-            key = _call_key(policy, x, out, workspace)
-            if key is not None:
-                try:
-                    hit = slot[2].get(key)
-                except TypeError:  # an unhashable policy: the checks will say what is wrong
-                    hit = None
-                if hit is not None:
-                    hit[0].launch(resolve_stream(stream, hit[1], hit[2]))
-                    return
-        self._checked_linear(x, w, out, policy, workspace, stream)
+        if slot is not None and key is not None:
+            try:
+                hit = slot[2].get(key)
+            except TypeError:  # an unhashable policy: the checks will say what is wrong
+                hit = None
+            if hit is not None:
+                hit[0].launch(resolve_stream(stream, hit[1], hit[2]))
+                return
+        self._checked_linear(x, w, out, policy, workspace, stream, key)
 
     def _checked_linear(
-        self, x: Any, w: PackedWeight, out: Any, policy: Any, workspace: Any, stream: Any
+        self,
+        x: Any,
+        w: PackedWeight,
+        out: Any,
+        policy: Any,
+        workspace: Any,
+        stream: Any,
+        key: tuple[Any, ...] | None,
     ) -> None:
         wd = check_weight(w)
         pol = check_policy(policy, wd)
@@ -264,8 +270,7 @@ class Dispatcher:
         handle = resolve_stream(stream, torch, wd.device_id)
         launch = self._built(e, wd).bind(xd.ptr, od.ptr, ws_ptr)
         launch.launch(handle)
-        key = _call_key(policy, x, out, workspace)
-        if key is not None:
+        if key is not None:  # the arrays as they were checked: nothing ran in between
             calls = self._slot(wd)[2]
             if len(calls) >= _CALLS_MAX:
                 calls.clear()

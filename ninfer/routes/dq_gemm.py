@@ -233,7 +233,7 @@ class DqLaunch:
         self.plan, self.bands = plan, bands
 
     def launch(self, stream: int) -> None:
-        driver, runtime = cuda_api()
+        _, runtime = cuda_api()
         pl = self.plan
         if runtime.getDevice() != pl.device:
             on_device(pl.device, self.launch, stream)
@@ -243,7 +243,7 @@ class DqLaunch:
             _check(lib.cublasSetStream_v2(pl.handle, stream), "cublasSetStream")
             if len(self.bands) == 1:
                 dec, gemm = self.bands[0]
-                driver.launchKernel(*dec.head, stream, ctypes.addressof(dec.argv), 0)
+                dec.enqueue(stream)
                 _check(lib.cublasGemmEx(*gemm), "cublasGemmEx")
                 return
             runtime.eventRecord(pl.ev_start.ptr, stream)
@@ -252,7 +252,7 @@ class DqLaunch:
                 slot = b % 2
                 if b >= 2:  # the slot's previous GEMM must have read it
                     runtime.streamWaitEvent(side, pl.ev_mm[slot].ptr)
-                driver.launchKernel(*dec.head, side, ctypes.addressof(dec.argv), 0)
+                dec.enqueue(side)
                 runtime.eventRecord(pl.ev_dq[slot].ptr, side)
                 runtime.streamWaitEvent(stream, pl.ev_dq[slot].ptr)
                 _check(lib.cublasGemmEx(*gemm), "cublasGemmEx")

@@ -316,7 +316,7 @@ class RsPlan:
     value in the kernel's parameters, so a captured graph keeps its own copies).
     """
 
-    XTensorMapS = 16  # distinct x buffers remembered per plan
+    X_MAPS = 16  # distinct x buffers remembered per plan
 
     def __init__(self, p: Problem, w: PackedWeight, fn: Any, tuning: DqRsTuning) -> None:
         import cupy
@@ -374,7 +374,7 @@ class RsPlan:
         key = (ptr, pitch)
         m = self.x_maps.get(key)
         if m is None:
-            if len(self.x_maps) >= self.XTensorMapS:
+            if len(self.x_maps) >= self.X_MAPS:
                 self.x_maps.clear()
             dims = (self.k, self.t)
             main = encode_2d(ptr, BF16, dims, pitch, (64, self.box_t), SWIZZLE_128B)
@@ -394,7 +394,7 @@ class RsPlan:
             return None
         m = self.o_maps.get(ptr)
         if m is None:
-            if len(self.o_maps) >= self.XTensorMapS:
+            if len(self.o_maps) >= self.X_MAPS:
                 self.o_maps.clear()
             dims = (self.n, self.t)
             m = self.o_maps[ptr] = encode_2d(ptr, BF16, dims, 2 * self.n, (64, 128), SWIZZLE_128B)
@@ -441,7 +441,7 @@ class RsLaunch:
         self.params = kernel.params
 
     def launch(self, stream: int) -> None:
-        driver, runtime = cuda_api()
+        _, runtime = cuda_api()
         k = self.kernel
         if runtime.getDevice() != k.device:
             on_device(k.device, self.launch, stream)
@@ -450,7 +450,7 @@ class RsLaunch:
             runtime.memcpy2DAsync(*self.stage, runtime.memcpyDeviceToDevice, stream)
         if self.zero is not None:
             runtime.memsetAsync(*self.zero, stream)
-        driver.launchKernel(*k.head, stream, ctypes.addressof(k.argv), 0)
+        k.enqueue(stream)
 
 
 class DqRs:

@@ -163,7 +163,7 @@ class KernelLaunch:
     copies the parameters before it returns, so launches from several threads need no
     lock)."""
 
-    __slots__ = ("argv", "device", "head", "params")
+    __slots__ = ("argv", "argv_ptr", "device", "head", "params")
 
     def __init__(
         self,
@@ -176,15 +176,20 @@ class KernelLaunch:
     ) -> None:
         self.params = params  # argv points into it: both live as long as the launch
         self.argv = arg_pointers(params)
+        self.argv_ptr = ctypes.addressof(self.argv)
         self.head = (func, *grid, *block, shared)
         self.device = device
 
     def launch(self, stream: int) -> None:
-        driver, runtime = cuda_api()
+        _, runtime = cuda_api()
         if runtime.getDevice() != self.device:
             on_device(self.device, self.launch, stream)
             return
-        driver.launchKernel(*self.head, stream, ctypes.addressof(self.argv), 0)
+        self.enqueue(stream)
+
+    def enqueue(self, stream: int) -> None:
+        """The launch alone, for a caller that has made the device current."""
+        cuda_api()[0].launchKernel(*self.head, stream, self.argv_ptr, 0)
 
 
 def on_device(device: int, launch: Any, stream: int) -> None:
