@@ -113,6 +113,21 @@ __device__ __forceinline__ u32 e4m3_up(u32 c) {
   return bf2_fma(bf2_fma(b * 0x10001u, UP, BF2_NEG_ZERO), UP, BF2_NEG_ZERO);
 }
 
+// (x & m) | c in one LOP3: m in a register (nib_mask) and c an immediate; with both
+// immediates ptxas emits two LOP3s (one immediate operand each).
+template <u32 C>
+__device__ __forceinline__ u32 lop3_or_and(u32 x, u32 m) {
+  u32 d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(x), "r"(m), "n"(C));
+  return d;
+}
+// 0x000F000F in a register ptxas cannot fold back into an immediate: zero is any
+// non-negative int shifted right by 31 (dq_rs and dec_q pass kpad, a kernel argument).
+__device__ __forceinline__ u32 nib_mask(int nonneg) {
+  u32 m;
+  asm("xor.b32 %0, %1, 0x000F000F;" : "=r"(m) : "r"((u32)nonneg >> 31));
+  return m;
+}
 // 4-bit codes (formats.md, "Storage order"): lane block (gid, tig) of a slab is 16 bytes
 // at (gid * 4 + tig) * 16, one 32-bit word per k step ks whose nibbles r and r + 4 hold
 // the MMA's A register r's codes (rows gid + 8 (r & 1), k 16 ks + 8 (r >> 1) + 2 tig and

@@ -44,13 +44,6 @@ __device__ __forceinline__ uint4 lds16(const u8* p) { return *reinterpret_cast<c
 __device__ __forceinline__ u32 lds4(const u8* p) { return *reinterpret_cast<const u32*>(p); }
 __device__ __forceinline__ u32 lds2(const u8* p) { return *reinterpret_cast<const unsigned short*>(p); }
 
-// BF16 of (128 + c) is 0x4300 | c for c < 128 (the mantissa holds c exactly); one BF16
-// FMA subtracts 128 + off, leaving c - off exactly.
-__device__ __forceinline__ u32 code_pair_to_bf2(u32 c, int off) {
-  const u32 neg = 0xC300u | (u32)off;  // BF16 of -(128 + off)
-  return bf2_fma(c | BF2_MAGIC, BF2_ONE, neg | (neg << 16));
-}
-
 // Four 8x8 BF16 matrices from shared memory (sm_75+): lane l gives the address of row l & 7
 // of matrix l >> 3, and thread (gid, tig) receives row gid's elements 2 tig, 2 tig + 1 of
 // each. With x's token rows as the rows, that is mma.m16n8k16's B fragment of 8 tokens.
@@ -117,15 +110,20 @@ template <int HB, int OFF> struct Dec4 {
 #pragma unroll
     for (int i = 0; i < 2; ++i) w.s[i] = h2f((unsigned short)lds2(sm + 1024 + 16 * QH_B + (gid + 8 * i) * 4 + j * 2));
   }
-  __device__ __forceinline__ static void frag(const Raw& w, u32 a[4][4]) {
+  // A pair's codes (| high bits << 4: u < 64) over BF16 128.0: halves 128 + u, one LOP3
+  // with the mask from a register (nib_mask; with two immediates ptxas emits two LOP3s);
+  // one BF16 fma takes off 128 + OFF, exact. 11 instructions per 8 Q4 weights (three
+  // shifts), where the C expression gave 15.
+  __device__ __forceinline__ static void frag(const Raw& w, u32 nib, u32 a[4][4]) {
+    constexpr u32 NEG = (0xC300u | OFF) * 0x10001u;  // BF16 -(128 + OFF), both halves
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
-        u32 c = nib_pair(w.q[ks], k);
+        u32 c = lop3_or_and<BF2_MAGIC>(w.q[ks] >> (4 * k), nib);
         if constexpr (HB == 1) c |= hi_at<1>(w.h[0], 4 * ks + k);
         if constexpr (HB == 2) c |= hi_at<2>(w.h[ks >> 1], 4 * (ks & 1) + k);
-        a[ks][k] = code_pair_to_bf2(c, OFF);
+        a[ks][k] = bf2_fma(c, BF2_ONE, NEG);
       }
   }
   __device__ __forceinline__ static float scale(const Raw& w, int i, int) { return w.s[i]; }
@@ -172,11 +170,12 @@ template <> struct Dec<QT_NVFP4> : Dec4<0, 0> {
   }
   // The pair's E2M1 codes (nib_pair) as BF16 bits (e2m1_bf2), times the scale times 2^118:
   // the weight times 2^-8, exact.
-  __device__ __forceinline__ static void frag(const Raw& w, u32 a[4][4]) {
+  __device__ __forceinline__ static void frag(const Raw& w, u32 nib, u32 a[4][4]) {
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)
 #pragma unroll
-      for (int k = 0; k < 4; ++k) a[ks][k] = bf2_fma(e2m1_bf2(nib_pair(w.q[ks], k)), w.s2[k & 1][ks], BF2_NEG_ZERO);
+      for (int k = 0; k < 4; ++k)
+        a[ks][k] = bf2_fma(e2m1_bf2((w.q[ks] >> (4 * k)) & nib), w.s2[k & 1][ks], BF2_NEG_ZERO);
   }
   __device__ __forceinline__ static float scale(const Raw&, int, int) { return 1.f; }
 };
@@ -220,7 +219,7 @@ template <> struct Dec<QT_W8> {
     const u32 wx = v ^ 0x80808080u;
     return bf2_pack(i8_float(wx, b0), i8_float(wx, b0 + 1));
   }
-  __device__ __forceinline__ static void frag(const Raw& w, u32 a[4][4]) {
+  __device__ __forceinline__ static void frag(const Raw& w, u32, u32 a[4][4]) {
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       const uint4& q = w.q[ks >> 1];
@@ -261,7 +260,7 @@ template <> struct Dec<QT_BF16> {
 #pragma unroll
       for (int c = 0; c < 2; ++c) w.q[i][c] = lds16(sm + ((2 * j + i) * 2 + c) * 512 + lane * 16);
   }
-  __device__ __forceinline__ static void frag(const Raw& w, u32 a[4][4]) {
+  __device__ __forceinline__ static void frag(const Raw& w, u32, u32 a[4][4]) {
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)
 #pragma unroll
@@ -326,6 +325,7 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
   const int iters = (nst + WK - 1) / WK;
   const WPlanes p{qs, qh, sc, kpad};
   const bool vec = xvec != 0;
+  const u32 nib = nib_mask(kpad);
 
   // Everything a stage's copies need that does not depend on the stage, computed once:
   // per-lane sources (a stage adds st * stride) and shared-space destinations.
@@ -350,12 +350,17 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
   auto issue = [&](int i, u32 base) {
     const int st = i * WK + grp;
     if (i < iters && st < nst) {
+      // Every stage but the one holding column K - 1 is whole: there a chunk is one
+      // cp.async, without the zero-fill arithmetic (issue slots are the decode's bound).
+      const bool whole = vec && (st + 1) * 128 <= K;
 #pragma unroll
       for (int r = 0; r < XCH; ++r) {
         if (x_off[r] < 0) continue;
         const int kc = x_col[r] + st * 128;  // column of the chunk in its row
         const bf16_t* g = x + x_off[r] + st * 128;
-        if (vec) {
+        if (whole) {
+          cp_async16(base + xs_off[r], g);
+        } else if (vec) {
           const int bytes = max(0, min(16, (K - kc) * 2));  // columns >= K: zero-filled
           cp_async16(base + xs_off[r], bytes ? g : x, bytes);
         } else {
@@ -428,7 +433,7 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
         typename D::Raw raw;
         D::read(ws + mt * D::WBYTES, lane, j, raw);
         u32 a[4][4];
-        D::frag(raw, a);
+        D::frag(raw, nib, a);
         if constexpr (D::GSTEP == 0) {
 #pragma unroll
           for (int ks = 0; ks < 4; ++ks)

@@ -12,21 +12,6 @@
 // the low half; each product exact, dq_gemm's numerics) or two outputs (rs_store).
 __device__ __forceinline__ u32 bf16_pair(float lo, float hi, float s) { return bf2_pack(lo * s, hi * s); }
 
-// (x & m) | c in one LOP3: m in a register (nib_mask) and c an immediate; with both
-// immediates ptxas emits two LOP3s (one immediate operand each).
-template <u32 C>
-__device__ __forceinline__ u32 lop3_or_and(u32 x, u32 m) {
-  u32 d;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(x), "r"(m), "n"(C));
-  return d;
-}
-// 0x000F000F in a register ptxas cannot fold back into an immediate: zero is any
-// non-negative int shifted right by 31 (here kpad, a kernel argument).
-__device__ __forceinline__ u32 nib_mask(int nonneg) {
-  u32 m;
-  asm("xor.b32 %0, %1, 0x000F000F;" : "=r"(m) : "r"((u32)nonneg >> 31));
-  return m;
-}
 // An FP16 scale s as BF16 pairs hi = RN(s) and lo = s - hi. lo is exact in BF16 (it has at
 // most 2 significant bits: s has 11), so for a code value v with |v| <= 32, v lo is exact
 // (<= 8 bits) and fma(v, hi, v lo) is v s rounded once: the same bits as the exact FP32

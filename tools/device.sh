@@ -32,6 +32,10 @@
 #   tune         ninfer-regress tune (TUNE_ARGS): the table, its record and docs/routes.md
 #   abtable      nox -s bench -- --ab HEAD: the tuned table (working tree) against HEAD's
 #   peertests    tests/gpu/test_peers.py, then test_dq_rs.py and the linear() contract tests
+#   ncufull      Nsight Compute --set full of one linear() call per NCU_POINTS entry
+#                (q:n:k:t ...), the details page into $OUT/ncu_<q>_<n>x<k>_T<t>.txt
+#   exp          tools/experiment.py "$EXP_FILE" (EXP_ROUNDS rounds; a file under .whl/
+#                travels with the clone)
 #   peers        the peer table (issue 26): Q4 and W8 on four weights, T = 1 ... 1024, beside
 #                cublas, tinygemm, fbgemm and gemlite (PEER_T: the T values), until DEADLINE_S
 # BUNDLE: run in a clone of the bundle's HEAD (records then carry the real commit and a
@@ -79,7 +83,7 @@ usual() {
   case $1 in
     env | readme | smoke) echo 40 ;; host) echo 100 ;; conformance) echo 200 ;; gate) echo 150 ;;
     noxbench | planted*) echo 170 ;; abref) echo 150 ;; ab*) echo 120 ;; fallback) echo 200 ;;
-    asvplanted) echo 330 ;; tests) echo 200 ;; peertests) echo 150 ;; peers) echo 120 ;; noise) echo 420 ;; tune) echo 540 ;; *) echo 60 ;;
+    asvplanted) echo 330 ;; tests) echo 200 ;; peertests) echo 150 ;; peers) echo 120 ;; ncufull) echo 100 ;; exp) echo 200 ;; noise) echo 420 ;; tune) echo 540 ;; *) echo 60 ;;
   esac
 }
 n=0
@@ -196,6 +200,19 @@ for r, v in sorted(by.items()):
       tail -15 "runs/peertests_$n.log" | log
       timeout 200 $PY -m pytest tests/gpu/test_dq_rs.py tests/gpu/test_linear_errors.py \
         tests/gpu/test_linear_contract.py -q -n 4 -p no:cacheprovider 2>&1 | tail -3 | log ;;
+    ncufull)
+      for p in ${NCU_POINTS:-q4:131072:5120:1}; do
+        IFS=: read -r q pn pk pt <<< "$p"
+        f="$OUT/ncu_${q}_${pn}x${pk}_T${pt}.txt"
+        timeout 150 ncu --set full --profile-from-start off --clock-control none --page details \
+          $PY -m ninfer.bench --qtype "$q" --n "$pn" --k "$pk" --t "$pt" --profile > "$f" 2>&1
+        echo "$p rc=$?" | log
+        grep -E "^  [a-z_]+<|Duration|DRAM Throughput|Issue Slots Busy|Executed Ipc A|Achieved Occupancy|Registers Per|Executed Instructions  " "$f" | head -12 | log
+      done ;;
+    exp)
+      timeout 560 $PY tools/experiment.py "${EXP_FILE:?EXP_FILE=path}" ${EXP_ROUNDS:+--rounds "$EXP_ROUNDS"} \
+        > "runs/exp_$n.log" 2>&1
+      echo "rc=$?" | log; grep -vE "^\s*$" "runs/exp_$n.log" | tail -60 | cut -c1-200 | log ;;
     peers)
       $PY - "${PEER_T:-1,16,64,256,1024}" > runs/peer_table.yaml <<'PY'
 import json, sys
