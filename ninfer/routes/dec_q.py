@@ -62,15 +62,17 @@ class Tile:
 
 # Per format, by T range, each within 99 KiB of shared memory: the fastest tile measured
 # on the H200 (evidence: docs/perf/decode_h200/tune_tiled.json@8fe804d, from
-# tools/tune_dec_q.py@423e328).
+# tools/tune_dec_q.py@423e328). T <= 8 of the 4-bit formats: two m-tiles a warp over four
+# k-groups, since the one-LOP3 decode (docs/perf/decode_h200/tiles.json: 15-17 % faster on
+# the 27B heads than one m-tile over eight k-groups, the same on [14336,5120]).
 _TILES_4BIT = (
-    Tile(8, 1, 1, 1, 8, 3),
+    Tile(8, 1, 2, 1, 4, 3),
     Tile(16, 2, 2, 2, 2, 3),
     Tile(32, 4, 2, 2, 2, 3),
     Tile(64, 8, 1, 8, 1, 3),
 )
 TILES: dict[QType, tuple[Tile, ...]] = {
-    QType.Q4: (Tile(8, 1, 2, 1, 4, 3), *_TILES_4BIT[1:]),
+    QType.Q4: _TILES_4BIT,
     QType.Q5: _TILES_4BIT,
     QType.Q6: _TILES_4BIT,
     QType.NVFP4: _TILES_4BIT,
