@@ -47,6 +47,7 @@ class Tile:
     wr: int  # row-warps sharing one staged x tile
     wk: int  # k-groups splitting K (reduced in shared memory at the end)
     s: int  # ring stages (s - 1 in flight)
+    n_min: int = 0  # the smallest N this tile serves: rows are tried in order
 
     @property
     def rows(self) -> int:
@@ -60,21 +61,28 @@ class Tile:
         return ((n + self.rows - 1) // self.rows, (t + 8 * self.nt - 1) // (8 * self.nt), 1)
 
 
-# Per format, by T range, each within 99 KiB of shared memory: the fastest tile measured
-# on the H200 (evidence: docs/perf/decode_h200/tune_tiled.json@8fe804d, from
-# tools/tune_dec_q.py@423e328). T <= 8 of the 4-bit formats: two m-tiles a warp over four
-# k-groups, since the one-LOP3 decode (docs/perf/decode_h200/tiles.json: 15-17 % faster on
-# the 27B heads than one m-tile over eight k-groups, the same on [14336,5120]).
+# Per format, by T range (and N where a row says n_min), each within 99 KiB of shared
+# memory: the fastest tile measured on the H200 (evidence:
+# docs/perf/decode_h200/tune_tiled.json@8fe804d, from tools/tune_dec_q.py@423e328).
+# The rows with n_min, since the one-LOP3 decode (docs/perf/decode_h200/tiles.json, A/B
+# in one process order on one H200): on the 27B heads (N >= 131072) two m-tiles a warp
+# over four k-groups at T <= 8 are 15-17 % faster for Q5, Q6 and NVFP4, and 128 rows a
+# block at T <= 16 (x staged once for 4 row-warps) 9 % faster for Q4 and Q6. Under
+# N ~ 16k both lose (fewer blocks than the SMs can hide latency with: Q5 [2048,4096]
+# T=1 +35 %, Q4 [14336,5120] T=16 +25 %); between, not measured, the old tiles stay.
+_HEADS = 131072
 _TILES_4BIT = (
-    Tile(8, 1, 2, 1, 4, 3),
+    Tile(8, 1, 2, 1, 4, 3, n_min=_HEADS),
+    Tile(8, 1, 1, 1, 8, 3),
     Tile(16, 2, 2, 2, 2, 3),
     Tile(32, 4, 2, 2, 2, 3),
     Tile(64, 8, 1, 8, 1, 3),
 )
+_T16_HEADS = Tile(16, 2, 2, 4, 1, 3, n_min=_HEADS)
 TILES: dict[QType, tuple[Tile, ...]] = {
-    QType.Q4: _TILES_4BIT,
+    QType.Q4: (Tile(8, 1, 2, 1, 4, 3), _T16_HEADS, *_TILES_4BIT[2:]),
     QType.Q5: _TILES_4BIT,
-    QType.Q6: _TILES_4BIT,
+    QType.Q6: (*_TILES_4BIT[:2], _T16_HEADS, *_TILES_4BIT[2:]),
     QType.NVFP4: _TILES_4BIT,
     QType.W8: (
         # MT=1: twice the blocks of MT=2; small-N W8 heads ([2048,16384]) starve at N/32.
@@ -101,14 +109,17 @@ class DecQTuning:
     def text(self) -> str:
         return ";".join(
             f"{q.value}:"
-            + ",".join(f"{t.t_max}/{t.nt}/{t.mt}/{t.wr}/{t.wk}/{t.s}" for t in self.tiles[q])
+            + ",".join(
+                f"{t.t_max}/{t.nt}/{t.mt}/{t.wr}/{t.wk}/{t.s}" + (f"@{t.n_min}" if t.n_min else "")
+                for t in self.tiles[q]
+            )
             for q in sorted(self.tiles, key=lambda q: q.value)
         )
 
-    def tile(self, qtype: QType, t: int) -> Tile:
+    def tile(self, qtype: QType, t: int, n: int) -> Tile:
         tiles = self.tiles[qtype]
         for tl in tiles:
-            if t <= tl.t_max:
+            if t <= tl.t_max and n >= tl.n_min:
                 return tl
         return tiles[-1]
 
@@ -116,8 +127,8 @@ class DecQTuning:
 DEFAULT = DecQTuning()
 
 
-def tile(qtype: QType, t: int, tuning: DecQTuning = DEFAULT) -> Tile:
-    return tuning.tile(qtype, t)
+def tile(qtype: QType, t: int, n: int, tuning: DecQTuning = DEFAULT) -> Tile:
+    return tuning.tile(qtype, t, n)
 
 
 def expr(qtype_id: int, tl: Tile) -> str:
@@ -144,13 +155,15 @@ class DecQ:
     def instances(self, tuning: DecQTuning | None = None) -> tuple[str, ...]:
         tiles = (tuning or self.tuning).tiles
         return tuple(
-            expr(QTYPE_ID[q], tl)
-            for q in sorted(tiles, key=QTYPE_ID.__getitem__)
-            for tl in tiles[q]
+            dict.fromkeys(  # a tile shape may serve two rows (n_min)
+                expr(QTYPE_ID[q], tl)
+                for q in sorted(tiles, key=QTYPE_ID.__getitem__)
+                for tl in tiles[q]
+            )
         )
 
     def instance(self, p: Problem, tuning: DecQTuning | None = None) -> str:
-        return expr(QTYPE_ID[p.qtype], (tuning or self.tuning).tile(p.qtype, p.t))
+        return expr(QTYPE_ID[p.qtype], (tuning or self.tuning).tile(p.qtype, p.t, p.n))
 
     def t_edges(self, tuning: DecQTuning | None = None) -> tuple[int, ...]:
         tiles = (tuning or self.tuning).tiles
@@ -166,7 +179,7 @@ class DecQ:
         self, p: Problem, w: PackedWeight, kernels: Kernels, tuning: DecQTuning | None = None
     ) -> KernelPlan:
         tn = tuning or self.tuning
-        tl = tn.tile(p.qtype, p.t)
+        tl = tn.tile(p.qtype, p.t, p.n)
         dev = w.device_id
         if dev is None:
             raise TypeError("dec_q: a plan needs a device weight")

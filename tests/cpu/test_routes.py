@@ -142,10 +142,24 @@ def test_dec_q_tiles_fit_the_smallest_shared_memory() -> None:
     from ninfer.routes import dec_q
 
     for q in QType:
-        for t in range(1, dec_q.T_MAX + 1):
-            tl = dec_q.tile(q, t)
-            need = dec_q.tile_shared_bytes(q, t, tl)
-            assert need <= 99 * 1024, (q, t, tl, need)
-            assert tl.nt * 8 >= t, (q, t, tl)
+        for n in sorted({1, 1 << 20, *(tl.n_min for tl in dec_q.TILES[q])}):
+            for t in range(1, dec_q.T_MAX + 1):
+                tl = dec_q.tile(q, t, n)
+                need = dec_q.tile_shared_bytes(q, t, tl)
+                assert need <= 99 * 1024, (q, t, tl, need)
+                assert tl.nt * 8 >= t and n >= tl.n_min, (q, t, n, tl)
         # one set of seams for the conformance suite: every format changes tile at one T
-        assert tuple(tl.t_max for tl in dec_q.TILES[q][:-1]) == dec_q.LAUNCHER.t_edges(), q
+        edges = sorted({tl.t_max for tl in dec_q.TILES[q][:-1]})
+        assert tuple(edges) == dec_q.LAUNCHER.t_edges(), q
+
+
+def test_dec_q_tile_rows_by_n() -> None:
+    # A row with n_min serves N >= n_min only; under it the next row of its T range.
+    from ninfer.routes import dec_q
+
+    for q in QType:
+        for tl in dec_q.TILES[q]:
+            if tl.n_min:
+                assert dec_q.tile(q, tl.t_max, tl.n_min) == tl
+                below = dec_q.tile(q, tl.t_max, tl.n_min - 1)
+                assert below != tl and below.t_max >= tl.t_max, (q, tl, below)
