@@ -52,15 +52,23 @@ def test_aa_false_positive_rate_per_suite() -> None:
 
 @pytest.mark.slow
 def test_power_for_a_ten_percent_step() -> None:
+    """95 % of 10 % steps caught; the unchanged points of those suites go red no more
+    often than the A/A target allows (the same binomial bound as the A/A test: a run with
+    a false slower point counts as one red run, and 60 runs at a 1 % rate give more than
+    the bound less than 1 % of the time). The bound it replaces, at most one false slower
+    point in all 60 runs, failed with d1151d4's baseline as the template (two points); a
+    true 1 % rate gives two red runs of 60 or more 12 % of the time."""
     rng = np.random.default_rng(7)
-    caught = total = elsewhere = 0
-    for _ in range(60):
+    caught = total = red_elsewhere = 0
+    trials = 60
+    for _ in range(trials):
         step = np.ones(len(MEDIANS))
         sel = rng.choice(len(MEDIANS), 10, replace=False)
         step[sel] = 1.10
         states = sim.gate(rng, TEMPLATE, sim.Suite.draw(rng, MEDIANS, MODEL), MODEL, step)
         caught += sum(states[i] == "slower" for i in sel)
         total += len(sel)
-        elsewhere += sum(s == "slower" for i, s in enumerate(states) if i not in set(sel))
+        red_elsewhere += any(s == "slower" for i, s in enumerate(states) if i not in set(sel))
     assert caught / total >= 0.95, f"caught {caught} of {total}"
-    assert elsewhere <= 1
+    most = int(binom.ppf(0.99, trials, 0.01))
+    assert red_elsewhere <= most, f"{red_elsewhere} of {trials} runs red on unchanged points"
