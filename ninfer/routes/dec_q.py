@@ -64,8 +64,8 @@ class Tile:
 # Per format, by T range (and N where a row says n_min), each within 99 KiB of shared
 # memory: the fastest tile measured on the H200 (evidence:
 # docs/perf/decode_h200/tune_tiled.json@8fe804d, from tools/tune_dec_q.py@423e328).
-# The rows with n_min, since the one-LOP3 decode (docs/perf/decode_h200/tiles.json, A/B
-# in one process order on one H200): on the 27B heads (N >= 131072) two m-tiles a warp
+# The rows with n_min, since the one-LOP3 decode (docs/perf/decode_h200/tiles.json: tile
+# variants in interleaved fresh-process rounds on one H200): on the 27B heads (N >= 131072) two m-tiles a warp
 # over four k-groups at T <= 8 are 15-17 % faster for Q5, Q6 and NVFP4, and 128 rows a
 # block at T <= 16 (x staged once for 4 row-warps) 9 % faster for Q4 and Q6. Under
 # N ~ 16k both lose (fewer blocks than the SMs can hide latency with: Q5 [2048,4096]
