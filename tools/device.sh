@@ -11,6 +11,7 @@
 #   env          the GPU, driver, clocks; Python, CuPy; a bf16 array
 #   readme       the README's Python example, run as written
 #   conformance  the GPU suite on 4 xdist workers of the one GPU, then the timing tests alone
+#                (NINFER_CONFORMANCE_TABLE=path: under that route table, docs/testing.md)
 #   host         host time of one linear() call per route, with a cProfile each
 #   bench        the suite's points alone and beside cuBLAS, and one ncu report
 #   smoke        one Q5 point, two allocations (the record, the arena, NVML)

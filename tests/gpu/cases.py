@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -9,6 +11,7 @@ import numpy as np
 from ninfer import PackedWeight, Policy, QType
 from ninfer.ops.dispatch import DEFAULT, Dispatcher
 from ninfer.routes import ROUTE_TABLES, Problem, seams
+from ninfer.routes.table import read_table
 
 from .oracle import (
     bf16_bits,
@@ -28,10 +31,26 @@ from .oracle import (
 SHAPES = [
     (264, 640), (4304, 1152), (1152, 4304), (4616, 4616), (4616, 10248), (8200, 640), (14352, 640)
 ]  # fmt: skip
+
+
+def _tables() -> dict[int, Any]:
+    # NINFER_CONFORMANCE_TABLE=path: the suite under that route-table file on every GPU
+    # (its rows for each compute capability), e.g. the portable sm_80 table on an H200
+    # (issue 26: the portable routes' conformance where only an H200 is lent).
+    path = os.environ.get("NINFER_CONFORMANCE_TABLE")
+    if not path:
+        return ROUTE_TABLES
+    rows = read_table(Path(path)).rows
+    return {cc: rows for cc in ROUTE_TABLES}
+
+
+TABLES = _tables()
+CONFORMANCE = DEFAULT if TABLES is ROUTE_TABLES else Dispatcher(TABLES)
+
 SUITE_T = {1, 4, 16, 128, 1024}  # the seed's Continuous and VisionStep4 classes
 LARGE_T = {64, 1025, 2048}
 ALL_T = sorted(
-    set(range(1, 33)) | SUITE_T | LARGE_T | {t for cc in ROUTE_TABLES for t in seams(cc)}
+    set(range(1, 33)) | SUITE_T | LARGE_T | {t for cc in TABLES for t in seams(cc, TABLES)}
 )
 QTYPES = list(QType)
 
@@ -39,7 +58,7 @@ QTYPES = list(QType)
 def owned_t(route: str) -> list[int]:
     """T values of ALL_T that ``route`` serves in some architecture's table."""
     out = set()
-    for table in ROUTE_TABLES.values():
+    for table in TABLES.values():
         for r in table:
             if r.name == route:  # its T range: run_case skips what another entry serves
                 out |= {t for t in ALL_T if r.t_min <= t and (r.t_max is None or t <= r.t_max)}
@@ -60,7 +79,7 @@ def run_case(
     t: int,
     kind: str = "cupy",
     policy: Policy = Policy.A16,
-    dispatcher: Dispatcher = DEFAULT,
+    dispatcher: Dispatcher = CONFORMANCE,
 ) -> None:
     """One conformance check: pack, launch through the public op (or ``dispatcher``, for
     cases with another table or tuning), compare with FP64."""
