@@ -28,30 +28,11 @@
 // e2m1 x e4m3 product has at most 6 significant bits, so it is exact in BF16 and the
 // scale is folded into A; the FP32 tensor scale is applied last.
 #include "common.cuh"
+#include "sm80.cuh"
 
-
-// cp.async (sm_80+): global -> shared without a register round trip.
-// 16 bytes, of which the first `bytes` come from g and the rest are zero-filled.
-__device__ __forceinline__ void cp_async16(u32 s, const void* g, int bytes = 16) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(g), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N));
-}
 __device__ __forceinline__ uint4 lds16(const u8* p) { return *reinterpret_cast<const uint4*>(p); }
 __device__ __forceinline__ u32 lds4(const u8* p) { return *reinterpret_cast<const u32*>(p); }
 __device__ __forceinline__ u32 lds2(const u8* p) { return *reinterpret_cast<const unsigned short*>(p); }
-
-// Four 8x8 BF16 matrices from shared memory (sm_75+): lane l gives the address of row l & 7
-// of matrix l >> 3, and thread (gid, tig) receives row gid's elements 2 tig, 2 tig + 1 of
-// each. With x's token rows as the rows, that is mma.m16n8k16's B fragment of 8 tokens.
-__device__ __forceinline__ void ldsm_x4(u32 addr, u32& d0, u32& d1, u32& d2, u32& d3) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(d0), "=r"(d1), "=r"(d2), "=r"(d3)
-               : "r"(addr));
-}
 
 // Per-format decoders. A thread of lane-quad column tig owns, in slab s (k = 64 s ...),
 // the k of its fragment slots (XNAT below: the MMA's own; BF16: xoff()). copy() issues

@@ -12,6 +12,7 @@
 #   readme       the README's Python example, run as written
 #   conformance  the GPU suite on 4 xdist workers of the one GPU, then the timing tests alone
 #                (NINFER_CONFORMANCE_TABLE=path: under that route table, docs/testing.md)
+#   gputest      the GPU tests GPU_TESTS names (pytest paths or nodes), on 4 xdist workers
 #   host         host time of one linear() call per route, with a cProfile each
 #   bench        the suite's points alone and beside cuBLAS, and one ncu report
 #   smoke        one Q5 point, two allocations (the record, the arena, NVML)
@@ -82,7 +83,7 @@ verdicts() { echo "rc=$1" | log; grep -E "^(PASS|FAIL|UNDECIDED)|confirming|->|s
 # Usual lengths on an H200 (seconds), for DEADLINE_S.
 usual() {
   case $1 in
-    env | readme | smoke) echo 40 ;; host) echo 100 ;; conformance) echo 200 ;; gate) echo 150 ;;
+    env | readme | smoke) echo 40 ;; host) echo 100 ;; conformance) echo 200 ;; gputest) echo 150 ;; gate) echo 150 ;;
     noxbench | planted*) echo 170 ;; abref) echo 150 ;; ab*) echo 120 ;; fallback) echo 200 ;;
     asvplanted) echo 330 ;; tests) echo 200 ;; peertests) echo 150 ;; peers) echo 120 ;; ncufull) echo 100 ;; exp) echo 200 ;; noise) echo 420 ;; tune) echo 540 ;; *) echo 60 ;;
   esac
@@ -106,6 +107,11 @@ for step in $STEPS; do
         -q -x -n 4 -p no:cacheprovider > "runs/conformance_$n.log" 2>&1
       tail -6 "runs/conformance_$n.log" | log
       timeout 120 $PY -m pytest tests -m "gpu and timing" -q -p no:cacheprovider 2>&1 | tail -3 | log ;;
+    gputest)
+      timeout 400 $PY -m pytest ${GPU_TESTS:?GPU_TESTS=tests/gpu/test_x.py} -q -rfE -n 4 -p no:cacheprovider \
+        > "runs/gputest_$n.log" 2>&1
+      grep -E "^(FAILED|ERROR)" "runs/gputest_$n.log" | head -20 | log
+      tail -3 "runs/gputest_$n.log" | log ;;
     host)
       timeout 120 $PY tools/experiment.py --profile 14 --host q4:6144:5120:1 --host q4:3456:1152:128 \
         --host q4:4000:10208:512 --host q4:14336:5120:128 > "runs/host_$n.txt" 2>&1

@@ -25,7 +25,7 @@ from ..formats.qtype import QType
 from ..runtime.compile import Kernels
 from ..runtime.tma import BF16, SWIZZLE_128B, TensorMap, band_map, encode_2d
 from .abi import Abi, fields
-from .launcher import KernelLaunch, cuda_api, on_device
+from .launcher import KernelLaunch, StagedLaunch
 from .problem import QTYPE_ID, Problem
 
 NAME = "dq_rs"
@@ -400,7 +400,7 @@ class RsPlan:
             m = self.o_maps[ptr] = encode_2d(ptr, BF16, dims, 2 * self.n, (64, 128), SWIZZLE_128B)
         return m
 
-    def bind(self, x_ptr: int, out_ptr: int, ws_ptr: int) -> RsLaunch:
+    def bind(self, x_ptr: int, out_ptr: int, ws_ptr: int) -> StagedLaunch:
         with self.lock:  # the map caches
             pitch = 2 * self.k
             stage = None
@@ -422,35 +422,11 @@ class RsPlan:
                 prm.part = prm.cnt + self.counter_bytes
                 zero = (prm.cnt, 0, 4 * self.n_tiles)
         head = (self.func, self.blocks, 1, 1, THREADS, 1, 1, self.shared)
-        return RsLaunch(KernelLaunch(head[0], head[1:4], head[4:7], head[7], prm, self.device),
+        return StagedLaunch(KernelLaunch(head[0], head[1:4], head[4:7], head[7], prm, self.device),
                         stage, zero)  # fmt: skip
 
     def run(self, x_ptr: int, out_ptr: int, stream: int, ws_ptr: int) -> None:
         self.bind(x_ptr, out_ptr, ws_ptr).launch(stream)
-
-
-class RsLaunch:
-    """dq_rs for one set of buffers: x staged where TMA cannot read it, the split
-    tiles' counters zeroed, the kernel."""
-
-    __slots__ = ("kernel", "params", "stage", "zero")
-
-    def __init__(self, kernel: KernelLaunch, stage: tuple[int, ...] | None,
-                 zero: tuple[int, int, int] | None) -> None:  # fmt: skip
-        self.kernel, self.stage, self.zero = kernel, stage, zero
-        self.params = kernel.params
-
-    def launch(self, stream: int) -> None:
-        _, runtime = cuda_api()
-        k = self.kernel
-        if runtime.getDevice() != k.device:
-            on_device(k.device, self.launch, stream)
-            return
-        if self.stage is not None:
-            runtime.memcpy2DAsync(*self.stage, runtime.memcpyDeviceToDevice, stream)
-        if self.zero is not None:
-            runtime.memsetAsync(*self.zero, stream)
-        k.enqueue(stream)
 
 
 class DqRs:

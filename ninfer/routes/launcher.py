@@ -192,6 +192,31 @@ class KernelLaunch:
         cuda_api()[0].launchKernel(*self.head, stream, self.argv_ptr, 0)
 
 
+class StagedLaunch:
+    """A kernel with the copies it needs first, for one set of buffers (dq_rs, dq_mma): x
+    staged into the workspace where the kernel cannot read it in place, and split tiles'
+    counters zeroed (the workspace is the caller's memory), both on the caller's stream."""
+
+    __slots__ = ("kernel", "params", "stage", "zero")
+
+    def __init__(self, kernel: KernelLaunch, stage: tuple[int, ...] | None,
+                 zero: tuple[int, int, int] | None) -> None:  # fmt: skip
+        self.kernel, self.stage, self.zero = kernel, stage, zero
+        self.params = kernel.params
+
+    def launch(self, stream: int) -> None:
+        _, runtime = cuda_api()
+        k = self.kernel
+        if runtime.getDevice() != k.device:
+            on_device(k.device, self.launch, stream)
+            return
+        if self.stage is not None:
+            runtime.memcpy2DAsync(*self.stage, runtime.memcpyDeviceToDevice, stream)
+        if self.zero is not None:
+            runtime.memsetAsync(*self.zero, stream)
+        k.enqueue(stream)
+
+
 def on_device(device: int, launch: Any, stream: int) -> None:
     """``launch(stream)`` with ``device`` current: cuLaunchKernel and the async copies run
     in the current context, which must be the weight's."""

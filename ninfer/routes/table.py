@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import UnsupportedProblem
 from ..formats.qtype import QType
 from ..policy import Policy
-from . import dec_q, dq_gemm, dq_rs
+from . import dec_q, dq_gemm, dq_mma, dq_rs
 from .launcher import Launcher
 from .problem import Problem
 
@@ -64,7 +64,9 @@ class Route:
         return LAUNCHERS[self.name]
 
 
-LAUNCHERS: dict[str, Launcher] = {m.LAUNCHER.name: m.LAUNCHER for m in (dec_q, dq_gemm, dq_rs)}
+LAUNCHERS: dict[str, Launcher] = {
+    m.LAUNCHER.name: m.LAUNCHER for m in (dec_q, dq_gemm, dq_mma, dq_rs)
+}
 
 
 @dataclass(frozen=True)

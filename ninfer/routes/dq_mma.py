@@ -1,0 +1,267 @@
+"""Launcher of kernels/dq_mma.cu: the portable fused route (sm_80 and up: mma.sync).
+
+One kernel per call: tiles of 128 weight rows x 8 NT tokens, the weight decoded by the
+warps that multiply it (dq_rs's decode and numerics, without wgmma or TMA), so that GPUs
+without sm_90a (the users' RTX 5090, sm_120) need not decode to BF16 and call cuBLAS.
+Where the tiles leave SMs idle, K is split between blocks (the workspace holds the FP32
+partials and a counter per tile, zeroed on the caller's stream before the kernel).
+
+x must have a 16-byte aligned base and a row pitch of whole 16 bytes (cp.async's rule);
+other x is first copied, by a 2-D copy on the caller's stream, into the workspace with a
+padded pitch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import Any
+
+from ..formats.packed import PackedWeight
+from ..formats.qtype import QType
+from ..runtime.compile import Kernels
+from .abi import Abi, fields
+from .dq_rs import BAND, ROUNDS_WEIGHT, k_pitch
+from .launcher import KernelLaunch, StagedLaunch
+from .problem import QTYPE_ID, Problem
+
+NAME = "dq_mma"
+THREADS = 256  # MM_THREADS: 8 warps, one 16-row band each
+ROWS = 128  # MM_ROWS
+XS = 144  # MM_XS: bytes of one staged x row (64 k of BF16 + 16 of padding)
+CS = 136  # MM_CS: BF16 elements of one staged output row
+# The largest dynamic shared memory a block may opt into on sm_86, sm_89 and sm_120 (99
+# KB; sm_80 and sm_90 allow more): one limit, so that a tile the H200 measures runs as is
+# on the users' RTX 5090.
+SHARED_MAX = 101376
+STAGE_DEPTHS: tuple[int, ...] = (4, 3)  # ring slots: the deepest that fits
+NTS: tuple[int, ...] = (8, 16)  # 8-token MMA tiles per block tile: 64 or 128 tokens
+# Not measured yet: 128-token tiles above T = 64 (each decoded fragment feeds twice the
+# MMAs), and K split where the tiles fill under SPLIT_WAVES blocks per SM, each split at
+# least MIN_SPLIT_STAGES stages of 64 k.
+NT16_FROM = 65
+SPLIT_WAVES = 2.0
+MIN_SPLIT_STAGES = 8
+# SMs the workspace query assumes at most (the split count grows with the SM count; the
+# query does not look at the device): the plan never splits for more.
+SMS_MAX = 192
+
+
+@dataclass(frozen=True)
+class DqMmaTuning:
+    """The tile and split rules; ``nt`` and ``splits`` force one choice on every problem
+    (experiments and tests; None: the rules decide)."""
+
+    nt16_from: int = NT16_FROM
+    split_waves: float = SPLIT_WAVES
+    min_split_stages: int = MIN_SPLIT_STAGES
+    nt: int | None = None
+    splits: int | None = None
+
+    def text(self) -> str:
+        return (
+            f"nt16_from={self.nt16_from} split_waves={self.split_waves} "
+            f"min_split_stages={self.min_split_stages} shared_max={SHARED_MAX}"
+            + (f" nt={self.nt}" if self.nt is not None else "")
+            + (f" splits={self.splits}" if self.splits is not None else "")
+        )
+
+
+DEFAULT = DqMmaTuning()
+
+
+def slot_bytes(qtype: QType, nt: int) -> int:
+    """MmSlot<QT, NT>::BYTES: one x stage and one weight stage of 8 bands."""
+    return 8 * nt * XS + 8 * sum(BAND[qtype])
+
+
+def stages(qtype: QType, nt: int) -> int | None:
+    """Ring slots of a format and tile within SHARED_MAX, or None where none fits."""
+    for s in STAGE_DEPTHS:
+        if s * slot_bytes(qtype, nt) <= SHARED_MAX:
+            return s
+    return None
+
+
+def shared_bytes(qtype: QType, nt: int) -> int:
+    """The kernel's dynamic shared memory: the ring, or the output staging if larger."""
+    s = stages(qtype, nt)
+    if s is None:
+        raise ValueError(f"dq_mma: no ring of {qtype.name} at NT={nt} fits {SHARED_MAX} B")
+    return max(s * slot_bytes(qtype, nt), 8 * nt * CS * 2)
+
+
+def choose_nt(p: Problem, tuning: DqMmaTuning = DEFAULT) -> int:
+    """The token tile: forced, else 128 tokens from ``nt16_from`` where its ring fits."""
+    want = tuning.nt if tuning.nt is not None else (16 if p.t >= tuning.nt16_from else 8)
+    return want if stages(p.qtype, want) is not None else 8
+
+
+def tiles(p: Problem, nt: int) -> int:
+    return -(-p.n // ROWS) * -(-p.t // (8 * nt))
+
+
+def splits(p: Problem, nt: int, sms: int, kpad: int, tuning: DqMmaTuning = DEFAULT) -> int:
+    """Blocks per tile along K: 1 where the tiles fill the SMs, else about ``split_waves``
+    blocks per SM, each split ``min_split_stages`` stages at least."""
+    stages_k = kpad // 64
+    most = max(1, stages_k // tuning.min_split_stages)
+    if tuning.splits is not None:
+        return max(1, min(tuning.splits, stages_k))
+    n = tiles(p, nt)
+    if n >= min(sms, SMS_MAX):
+        return 1
+    return max(1, min(most, round(min(sms, SMS_MAX) * tuning.split_waves / n)))
+
+
+def instance_for(qtype: QType, nt: int) -> str:
+    return f"dq_mma<{QTYPE_ID[qtype]}, {nt}, {stages(qtype, nt)}>"
+
+
+def instances() -> tuple[str, ...]:
+    return tuple(
+        instance_for(q, nt)
+        for q in sorted(QType, key=QTYPE_ID.__getitem__)
+        for nt in NTS
+        if stages(q, nt) is not None
+    )
+
+
+def _x_copy_bytes(p: Problem) -> int:
+    return -(-(p.t * k_pitch(p.k) * 2) // 256) * 256
+
+
+def _counter_bytes(p: Problem, nt: int) -> int:
+    return -(-(4 * tiles(p, nt)) // 256) * 256
+
+
+def workspace_bytes(p: Problem, tuning: DqMmaTuning = DEFAULT) -> int:
+    """A copy of x with a 16-byte row pitch (used only when x is not aligned), the tile
+    counters and the FP32 partials of the most splits any GPU gets (SMS_MAX)."""
+    nt = choose_nt(p, tuning)
+    kpad = -(-p.k // 128) * 128
+    n_split = splits(p, nt, SMS_MAX, kpad, tuning)
+    part = 0 if n_split == 1 else tiles(p, nt) * n_split * ROWS * 8 * nt * 4
+    return _x_copy_bytes(p) + _counter_bytes(p, nt) + part
+
+
+def _abi() -> Abi:
+    slots = {f"MmSlot<{QTYPE_ID[q]}, {nt}>::BYTES": slot_bytes(q, nt) for q in QType for nt in NTS}
+    return Abi(
+        NAME,
+        (
+            ("qs", "const u8*", ctypes.c_uint64),
+            ("qh", "const u8*", ctypes.c_uint64),
+            ("sc", "const u8*", ctypes.c_uint64),
+            ("tensor_scale", "float", ctypes.c_float),
+            ("n", "int", ctypes.c_int32),
+            ("k", "int", ctypes.c_int32),
+            ("kpad", "int", ctypes.c_int32),
+            ("x", "const bf16_t*", ctypes.c_uint64),
+            ("out", "bf16_t*", ctypes.c_uint64),
+            ("t", "int", ctypes.c_int32),
+            ("xld", "int", ctypes.c_int32),
+            ("part", "float*", ctypes.c_uint64),
+            ("cnt", "u32*", ctypes.c_uint64),
+            ("splits", "int", ctypes.c_int32),
+        ),
+        {**slots, "MM_ROWS": ROWS, "MM_THREADS": THREADS, "MM_XS": XS, "MM_CS": CS},
+    )
+
+
+ABI = _abi()
+
+
+class _Params(ctypes.Structure):
+    _fields_ = fields(ABI.params)
+
+
+class MmaPlan:
+    """The launch of one (weight, T): grid, tile and splits fixed; x, out and the
+    workspace written in per buffer set (``bind``)."""
+
+    def __init__(self, p: Problem, w: PackedWeight, fn: Any, tuning: DqMmaTuning) -> None:
+        import cupy
+
+        dev = w.device_id
+        if dev is None:
+            raise TypeError("dq_mma: a plan needs a device weight")
+        nt = choose_nt(p, tuning)
+        with cupy.cuda.Device(dev):
+            sms = int(cupy.cuda.Device(dev).attributes["MultiProcessorCount"])
+            self.shared = shared_bytes(p.qtype, nt)
+            if self.shared > 48 * 1024 and fn.max_dynamic_shared_size_bytes < self.shared:
+                fn.max_dynamic_shared_size_bytes = self.shared
+            self.func = int(fn.kernel.ptr)
+        self.n_tiles = tiles(p, nt)
+        self.splits = splits(p, nt, sms, w.k_pad, tuning)
+        qs, qh, sc = w.plane_ptrs
+        scale = w.tensor_scale if p.qtype is QType.NVFP4 else 1.0
+        self.params = _Params(
+            qs, qh, sc, scale, p.n, p.k, w.k_pad, 0, 0, p.t, p.k, 0, 0, self.splits
+        )
+        self.device = dev
+        self.t, self.k = p.t, p.k
+        self.x_copy = _x_copy_bytes(p)
+        self.counter_bytes = _counter_bytes(p, nt)
+
+    def bind(self, x_ptr: int, out_ptr: int, ws_ptr: int) -> StagedLaunch:
+        prm = _Params.from_buffer_copy(self.params)
+        stage = None
+        if x_ptr % 16 or (2 * self.k) % 16:
+            # cp.async reads 16-byte pieces at 16-byte addresses: stage x with a padded pitch.
+            padded = k_pitch(self.k)
+            stage = (ws_ptr, 2 * padded, x_ptr, 2 * self.k, 2 * self.k, self.t)
+            x_ptr, prm.xld = ws_ptr, padded
+        prm.x = x_ptr
+        prm.out = out_ptr
+        zero = None
+        if self.splits > 1:  # counters from zero: the workspace is the caller's memory
+            prm.cnt = ws_ptr + self.x_copy
+            prm.part = prm.cnt + self.counter_bytes
+            zero = (prm.cnt, 0, 4 * self.n_tiles)
+        grid = (self.n_tiles, self.splits, 1)
+        kernel = KernelLaunch(self.func, grid, (THREADS, 1, 1), self.shared, prm, self.device)
+        return StagedLaunch(kernel, stage, zero)
+
+    def run(self, x_ptr: int, out_ptr: int, stream: int, ws_ptr: int) -> None:
+        self.bind(x_ptr, out_ptr, ws_ptr).launch(stream)
+
+
+class DqMma:
+    """The portable fused route's launcher (see the module docstring)."""
+
+    name = NAME
+    archs: tuple[str, ...] | None = None
+    nvrtc_options: tuple[str, ...] = ()
+    rounds_weight = ROUNDS_WEIGHT  # dq_rs's decode: scale x code rounded once to BF16
+    tuning = DEFAULT
+    abi = ABI
+
+    def instances(self, tuning: DqMmaTuning | None = None) -> tuple[str, ...]:
+        return instances()
+
+    def instance(self, p: Problem, tuning: DqMmaTuning | None = None) -> str:
+        return instance_for(p.qtype, choose_nt(p, tuning or self.tuning))
+
+    def t_edges(self, tuning: DqMmaTuning | None = None) -> tuple[int, ...]:
+        tn = tuning or self.tuning
+        return () if tn.nt is not None else (tn.nt16_from - 1,)
+
+    def supports(self, p: Problem) -> bool:
+        return p.cc >= 80  # mma.sync BF16, ldmatrix, cp.async
+
+    def workspace_bytes(self, p: Problem, tuning: DqMmaTuning | None = None) -> int:
+        return workspace_bytes(p, tuning or self.tuning)
+
+    def plan(
+        self, p: Problem, w: PackedWeight, kernels: Kernels, tuning: DqMmaTuning | None = None
+    ) -> MmaPlan:
+        tn = tuning or self.tuning
+        if w.device_id is None:
+            raise TypeError("dq_mma: a plan needs a device weight")
+        fn = kernels.get(w.device_id, NAME, self.instance(p, tn), self.instances(tn), ())
+        return MmaPlan(p, w, fn, tn)
+
+
+LAUNCHER = DqMma()
