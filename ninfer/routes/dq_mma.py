@@ -1,6 +1,6 @@
 """Launcher of kernels/dq_mma.cu: the portable fused route (sm_80 and up: mma.sync).
 
-One kernel per call: tiles of 128 weight rows x 8 NT tokens, the weight decoded by the
+One kernel per call: tiles of 128 weight rows x 32, 64 or 128 tokens, the weight decoded by the
 warps that multiply it (dq_rs's decode and numerics, without wgmma or TMA), so that GPUs
 without sm_90a (the users' RTX 5090, sm_120) need not decode to BF16 and call cuBLAS.
 Where the tiles leave SMs idle, K is split between blocks (the workspace holds the FP32
@@ -35,11 +35,15 @@ CS = 136  # MM_CS: BF16 elements of one staged output row
 # on the users' RTX 5090.
 SHARED_MAX = 101376
 STAGE_DEPTHS: tuple[int, ...] = (4, 3)  # ring slots: the deepest that fits
-NTS: tuple[int, ...] = (8, 16)  # 8-token MMA tiles per block tile: 64 or 128 tokens
-# Not measured yet: 128-token tiles above T = 64 (each decoded fragment feeds twice the
-# MMAs), and K split where the tiles fill under SPLIT_WAVES blocks per SM, each split at
-# least MIN_SPLIT_STAGES stages of 64 k.
-NT16_FROM = 65
+# Tokens per tile -> (MT, NT) of kernels/dq_mma.cu: bands a warp multiplies, 8-token MMA
+# tiles per warp. 32 and 64 tokens: each warp one band and all tokens; 128: each warp two
+# bands and half the tokens (x read from shared memory half as often, each band decoded
+# twice).
+TILES: dict[int, tuple[int, int]] = {32: (1, 4), 64: (1, 8), 128: (2, 8)}
+# Not measured yet: the token tile by T, and K split where the tiles fill under
+# SPLIT_WAVES blocks per SM, each split at least MIN_SPLIT_STAGES stages of 64 k.
+TOK32_MAX = 32
+TOK64_MAX = 64
 SPLIT_WAVES = 2.0
 MIN_SPLIT_STAGES = 8
 # SMs the workspace query assumes at most (the split count grows with the SM count; the
@@ -49,20 +53,22 @@ SMS_MAX = 192
 
 @dataclass(frozen=True)
 class DqMmaTuning:
-    """The tile and split rules; ``nt`` and ``splits`` force one choice on every problem
-    (experiments and tests; None: the rules decide)."""
+    """The tile and split rules; ``tokens`` (a key of TILES) and ``splits`` force one
+    choice on every problem (experiments and tests; None: the rules decide)."""
 
-    nt16_from: int = NT16_FROM
+    tok32_max: int = TOK32_MAX
+    tok64_max: int = TOK64_MAX
     split_waves: float = SPLIT_WAVES
     min_split_stages: int = MIN_SPLIT_STAGES
-    nt: int | None = None
+    tokens: int | None = None
     splits: int | None = None
 
     def text(self) -> str:
         return (
-            f"nt16_from={self.nt16_from} split_waves={self.split_waves} "
-            f"min_split_stages={self.min_split_stages} shared_max={SHARED_MAX}"
-            + (f" nt={self.nt}" if self.nt is not None else "")
+            f"tok32_max={self.tok32_max} tok64_max={self.tok64_max} "
+            f"split_waves={self.split_waves} min_split_stages={self.min_split_stages} "
+            f"shared_max={SHARED_MAX}"
+            + (f" tokens={self.tokens}" if self.tokens is not None else "")
             + (f" splits={self.splits}" if self.splits is not None else "")
         )
 
@@ -70,60 +76,69 @@ class DqMmaTuning:
 DEFAULT = DqMmaTuning()
 
 
-def slot_bytes(qtype: QType, nt: int) -> int:
-    """MmSlot<QT, NT>::BYTES: one x stage and one weight stage of 8 bands."""
-    return 8 * nt * XS + 8 * sum(BAND[qtype])
+def slot_bytes(qtype: QType, tokens: int) -> int:
+    """MmSlot<QT, TOK>::BYTES: one x stage and one weight stage of 8 bands."""
+    return tokens * XS + 8 * sum(BAND[qtype])
 
 
-def stages(qtype: QType, nt: int) -> int | None:
+def stages(qtype: QType, tokens: int) -> int | None:
     """Ring slots of a format and tile within SHARED_MAX, or None where none fits."""
     for s in STAGE_DEPTHS:
-        if s * slot_bytes(qtype, nt) <= SHARED_MAX:
+        if s * slot_bytes(qtype, tokens) <= SHARED_MAX:
             return s
     return None
 
 
-def shared_bytes(qtype: QType, nt: int) -> int:
+def shared_bytes(qtype: QType, tokens: int) -> int:
     """The kernel's dynamic shared memory: the ring, or the output staging if larger."""
-    s = stages(qtype, nt)
+    s = stages(qtype, tokens)
     if s is None:
-        raise ValueError(f"dq_mma: no ring of {qtype.name} at NT={nt} fits {SHARED_MAX} B")
-    return max(s * slot_bytes(qtype, nt), 8 * nt * CS * 2)
+        raise ValueError(f"dq_mma: no ring of {qtype.name} at {tokens} tokens fits {SHARED_MAX} B")
+    return max(s * slot_bytes(qtype, tokens), tokens * CS * 2)
 
 
-def choose_nt(p: Problem, tuning: DqMmaTuning = DEFAULT) -> int:
-    """The token tile: forced, else 128 tokens from ``nt16_from`` where its ring fits."""
-    want = tuning.nt if tuning.nt is not None else (16 if p.t >= tuning.nt16_from else 8)
-    return want if stages(p.qtype, want) is not None else 8
+def choose_tokens(p: Problem, tuning: DqMmaTuning = DEFAULT) -> int:
+    """The token tile: forced, else by T; the largest whose ring fits, at most that."""
+    if tuning.tokens is not None:
+        if tuning.tokens not in TILES:
+            raise ValueError(
+                f"dq_mma: tokens: expected one of {sorted(TILES)}, got {tuning.tokens}"
+            )
+        want = tuning.tokens
+    else:
+        want = 32 if p.t <= tuning.tok32_max else 64 if p.t <= tuning.tok64_max else 128
+    return max(tok for tok in TILES if tok <= want and stages(p.qtype, tok) is not None)
 
 
-def tiles(p: Problem, nt: int) -> int:
-    return -(-p.n // ROWS) * -(-p.t // (8 * nt))
+def tiles(p: Problem, tokens: int) -> int:
+    return -(-p.n // ROWS) * -(-p.t // tokens)
 
 
-def splits(p: Problem, nt: int, sms: int, kpad: int, tuning: DqMmaTuning = DEFAULT) -> int:
+def splits(p: Problem, tokens: int, sms: int, kpad: int, tuning: DqMmaTuning = DEFAULT) -> int:
     """Blocks per tile along K: 1 where the tiles fill the SMs, else about ``split_waves``
     blocks per SM, each split ``min_split_stages`` stages at least."""
     stages_k = kpad // 64
-    most = max(1, stages_k // tuning.min_split_stages)
     if tuning.splits is not None:
         return max(1, min(tuning.splits, stages_k))
-    n = tiles(p, nt)
-    if n >= min(sms, SMS_MAX):
+    most = max(1, stages_k // tuning.min_split_stages)
+    n = tiles(p, tokens)
+    sms = min(sms, SMS_MAX)
+    if n >= sms:
         return 1
-    return max(1, min(most, round(min(sms, SMS_MAX) * tuning.split_waves / n)))
+    return max(1, min(most, round(sms * tuning.split_waves / n)))
 
 
-def instance_for(qtype: QType, nt: int) -> str:
-    return f"dq_mma<{QTYPE_ID[qtype]}, {nt}, {stages(qtype, nt)}>"
+def instance_for(qtype: QType, tokens: int) -> str:
+    mt, nt = TILES[tokens]
+    return f"dq_mma<{QTYPE_ID[qtype]}, {mt}, {nt}, {stages(qtype, tokens)}>"
 
 
 def instances() -> tuple[str, ...]:
     return tuple(
-        instance_for(q, nt)
+        instance_for(q, tok)
         for q in sorted(QType, key=QTYPE_ID.__getitem__)
-        for nt in NTS
-        if stages(q, nt) is not None
+        for tok in TILES
+        if stages(q, tok) is not None
     )
 
 
@@ -131,22 +146,22 @@ def _x_copy_bytes(p: Problem) -> int:
     return -(-(p.t * k_pitch(p.k) * 2) // 256) * 256
 
 
-def _counter_bytes(p: Problem, nt: int) -> int:
-    return -(-(4 * tiles(p, nt)) // 256) * 256
+def _counter_bytes(p: Problem, tokens: int) -> int:
+    return -(-(4 * tiles(p, tokens)) // 256) * 256
 
 
 def workspace_bytes(p: Problem, tuning: DqMmaTuning = DEFAULT) -> int:
     """A copy of x with a 16-byte row pitch (used only when x is not aligned), the tile
     counters and the FP32 partials of the most splits any GPU gets (SMS_MAX)."""
-    nt = choose_nt(p, tuning)
+    tok = choose_tokens(p, tuning)
     kpad = -(-p.k // 128) * 128
-    n_split = splits(p, nt, SMS_MAX, kpad, tuning)
-    part = 0 if n_split == 1 else tiles(p, nt) * n_split * ROWS * 8 * nt * 4
-    return _x_copy_bytes(p) + _counter_bytes(p, nt) + part
+    n_split = splits(p, tok, SMS_MAX, kpad, tuning)
+    part = 0 if n_split == 1 else tiles(p, tok) * n_split * ROWS * tok * 4
+    return _x_copy_bytes(p) + _counter_bytes(p, tok) + part
 
 
 def _abi() -> Abi:
-    slots = {f"MmSlot<{QTYPE_ID[q]}, {nt}>::BYTES": slot_bytes(q, nt) for q in QType for nt in NTS}
+    slots = {f"MmSlot<{QTYPE_ID[q]}, {t}>::BYTES": slot_bytes(q, t) for q in QType for t in TILES}
     return Abi(
         NAME,
         (
@@ -186,15 +201,15 @@ class MmaPlan:
         dev = w.device_id
         if dev is None:
             raise TypeError("dq_mma: a plan needs a device weight")
-        nt = choose_nt(p, tuning)
+        tok = choose_tokens(p, tuning)
         with cupy.cuda.Device(dev):
             sms = int(cupy.cuda.Device(dev).attributes["MultiProcessorCount"])
-            self.shared = shared_bytes(p.qtype, nt)
+            self.shared = shared_bytes(p.qtype, tok)
             if self.shared > 48 * 1024 and fn.max_dynamic_shared_size_bytes < self.shared:
                 fn.max_dynamic_shared_size_bytes = self.shared
             self.func = int(fn.kernel.ptr)
-        self.n_tiles = tiles(p, nt)
-        self.splits = splits(p, nt, sms, w.k_pad, tuning)
+        self.n_tiles = tiles(p, tok)
+        self.splits = splits(p, tok, sms, w.k_pad, tuning)
         qs, qh, sc = w.plane_ptrs
         scale = w.tensor_scale if p.qtype is QType.NVFP4 else 1.0
         self.params = _Params(
@@ -203,7 +218,7 @@ class MmaPlan:
         self.device = dev
         self.t, self.k = p.t, p.k
         self.x_copy = _x_copy_bytes(p)
-        self.counter_bytes = _counter_bytes(p, nt)
+        self.counter_bytes = _counter_bytes(p, tok)
 
     def bind(self, x_ptr: int, out_ptr: int, ws_ptr: int) -> StagedLaunch:
         prm = _Params.from_buffer_copy(self.params)
@@ -242,11 +257,11 @@ class DqMma:
         return instances()
 
     def instance(self, p: Problem, tuning: DqMmaTuning | None = None) -> str:
-        return instance_for(p.qtype, choose_nt(p, tuning or self.tuning))
+        return instance_for(p.qtype, choose_tokens(p, tuning or self.tuning))
 
     def t_edges(self, tuning: DqMmaTuning | None = None) -> tuple[int, ...]:
         tn = tuning or self.tuning
-        return () if tn.nt is not None else (tn.nt16_from - 1,)
+        return () if tn.tokens is not None else (tn.tok32_max, tn.tok64_max)
 
     def supports(self, p: Problem) -> bool:
         return p.cc >= 80  # mma.sync BF16, ldmatrix, cp.async
