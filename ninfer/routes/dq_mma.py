@@ -1,6 +1,6 @@
 """Launcher of kernels/dq_mma.cu: the portable fused route (sm_80 and up: mma.sync).
 
-One kernel per call: tiles of 128 weight rows x 32, 64 or 128 tokens, the weight decoded by the
+One kernel per call: tiles of 128 weight rows x 32 or 64 tokens, the weight decoded by the
 warps that multiply it (dq_rs's decode and numerics, without wgmma or TMA), so that GPUs
 without sm_90a (the users' RTX 5090, sm_120) need not decode to BF16 and call cuBLAS.
 Where the tiles leave SMs idle, K is split between blocks (the workspace holds the FP32
@@ -36,14 +36,16 @@ CS = 136  # MM_CS: BF16 elements of one staged output row
 SHARED_MAX = 101376
 STAGE_DEPTHS: tuple[int, ...] = (4, 3)  # ring slots: the deepest that fits
 # Tokens per tile -> (MT, NT) of kernels/dq_mma.cu: bands a warp multiplies, 8-token MMA
-# tiles per warp. 32 and 64 tokens: each warp one band and all tokens; 128: each warp two
-# bands and half the tokens (x read from shared memory half as often, each band decoded
-# twice).
-TILES: dict[int, tuple[int, int]] = {32: (1, 4), 64: (1, 8), 128: (2, 8)}
-# Not measured yet: the token tile by T, and K split where the tiles fill under
-# SPLIT_WAVES blocks per SM, each split at least MIN_SPLIT_STAGES stages of 64 k.
+# tiles per warp; each warp one band and all of the tile's tokens. 32 tokens up to
+# TOK32_MAX, then 64 (several token tiles above 64). The kernel's 128-token layout (MT = 2:
+# each warp two bands and half the tokens) measured slower than 64-token tiles at T = 128
+# on all 9 weights of the experiment (Q4 [14336,5120]: 133.2 against 95.4 us), and at T =
+# 256 and 1024 on 6 and 8 of them; it is not instantiated (experiments/issue26/
+# mma_h200.json, variants mma and mma64). K is split where the tiles fill under
+# SPLIT_WAVES blocks per SM, each split at least MIN_SPLIT_STAGES stages of 64 k (not
+# tuned).
+TILES: dict[int, tuple[int, int]] = {32: (1, 4), 64: (1, 8)}
 TOK32_MAX = 32
-TOK64_MAX = 64
 SPLIT_WAVES = 2.0
 MIN_SPLIT_STAGES = 8
 # SMs the workspace query assumes at most (the split count grows with the SM count; the
@@ -57,7 +59,6 @@ class DqMmaTuning:
     choice on every problem (experiments and tests; None: the rules decide)."""
 
     tok32_max: int = TOK32_MAX
-    tok64_max: int = TOK64_MAX
     split_waves: float = SPLIT_WAVES
     min_split_stages: int = MIN_SPLIT_STAGES
     tokens: int | None = None
@@ -65,7 +66,7 @@ class DqMmaTuning:
 
     def text(self) -> str:
         return (
-            f"tok32_max={self.tok32_max} tok64_max={self.tok64_max} "
+            f"tok32_max={self.tok32_max} "
             f"split_waves={self.split_waves} min_split_stages={self.min_split_stages} "
             f"shared_max={SHARED_MAX}"
             + (f" tokens={self.tokens}" if self.tokens is not None else "")
@@ -106,7 +107,7 @@ def choose_tokens(p: Problem, tuning: DqMmaTuning = DEFAULT) -> int:
             )
         want = tuning.tokens
     else:
-        want = 32 if p.t <= tuning.tok32_max else 64 if p.t <= tuning.tok64_max else 128
+        want = 32 if p.t <= tuning.tok32_max else 64
     return max(tok for tok in TILES if tok <= want and stages(p.qtype, tok) is not None)
 
 
@@ -261,7 +262,7 @@ class DqMma:
 
     def t_edges(self, tuning: DqMmaTuning | None = None) -> tuple[int, ...]:
         tn = tuning or self.tuning
-        return () if tn.tokens is not None else (tn.tok32_max, tn.tok64_max)
+        return () if tn.tokens is not None else (tn.tok32_max,)
 
     def supports(self, p: Problem) -> bool:
         return p.cc >= 80  # mma.sync BF16, ldmatrix, cp.async
