@@ -35,7 +35,8 @@
 #   abtable      nox -s bench -- --ab HEAD: the tuned table (working tree) against HEAD's
 #   peertests    tests/gpu/test_peers.py, then test_dq_rs.py and the linear() contract tests
 #   ncufull      Nsight Compute --set full of one linear() call per NCU_POINTS entry
-#                (q:n:k:t ...), the details page into $OUT/ncu_<q>_<n>x<k>_T<t>.txt
+#                (q:n:k:t ...), the details page into $OUT/ncu_<q>_<n>x<k>_T<t>.txt;
+#                NCU_DISPATCH=file: under that dispatch override (ninfer-bench --dispatch)
 #   exp          tools/experiment.py "$EXP_FILE" (EXP_ROUNDS rounds; a file under .whl/
 #                travels with the clone)
 #   peers        the peer table (issue 26): Q4 and W8 on four weights, T = 1 ... 1024, beside
@@ -212,7 +213,8 @@ for r, v in sorted(by.items()):
         IFS=: read -r q pn pk pt <<< "$p"
         f="$OUT/ncu_${q}_${pn}x${pk}_T${pt}.txt"
         timeout 150 ncu --set full --profile-from-start off --clock-control none --page details \
-          $PY -m ninfer.bench --qtype "$q" --n "$pn" --k "$pk" --t "$pt" --profile > "$f" 2>&1
+          $PY -m ninfer.bench --qtype "$q" --n "$pn" --k "$pk" --t "$pt" --profile \
+          ${NCU_DISPATCH:+--dispatch "$NCU_DISPATCH"} > "$f" 2>&1
         echo "$p rc=$?" | log
         grep -E "^  [a-z_]+<|Duration|DRAM Throughput|Issue Slots Busy|Executed Ipc A|Achieved Occupancy|Registers Per|Executed Instructions  " "$f" | head -12 | log
       done ;;

@@ -423,7 +423,7 @@ class RsPlan:
                 zero = (prm.cnt, 0, 4 * self.n_tiles)
         head = (self.func, self.blocks, 1, 1, THREADS, 1, 1, self.shared)
         return StagedLaunch(KernelLaunch(head[0], head[1:4], head[4:7], head[7], prm, self.device),
-                        stage, zero)  # fmt: skip
+                            stage, zero)  # fmt: skip
 
     def run(self, x_ptr: int, out_ptr: int, stream: int, ws_ptr: int) -> None:
         self.bind(x_ptr, out_ptr, ws_ptr).launch(stream)
