@@ -60,9 +60,9 @@ def test_suite_shapes_are_distinct_and_cover_every_format() -> None:
 
 def test_candidates_are_what_each_kernel_can_run() -> None:
     s = Shape(QType.Q4, 6144, 5120)
-    assert candidates(s, 64, 90) == ["dec_q", "dq_gemm", "dq_rs"]
-    assert candidates(s, 65, 90) == ["dq_gemm", "dq_rs"]
-    assert candidates(s, 16, 120) == ["dec_q", "dq_gemm"]
+    assert candidates(s, 64, 90) == ["dec_q", "dq_gemm", "dq_mma", "dq_rs"]
+    assert candidates(s, 65, 90) == ["dq_gemm", "dq_mma", "dq_rs"]
+    assert candidates(s, 16, 120) == ["dec_q", "dq_gemm", "dq_mma"]
     assert last_t("dec_q", s, 90) == 64 and last_t("dq_gemm", s, 90) is None
 
 

@@ -1,7 +1,9 @@
-"""Conformance of the dq_mma route (kernels/dq_mma.cu, the portable fused route) through a
-dispatcher whose every table sends all T to it (whatever the shipped tables say): every
-format, the conformance shapes, both token tiles, K split between blocks, x that cp.async
-cannot read in place, and out stores that must not touch the memory around out."""
+"""Conformance of the dq_mma route (kernels/dq_mma.cu, the portable fused route): the T
+it owns in the tables (the portable sm_80 / sm_120 rows: on an H200 under
+NINFER_CONFORMANCE_TABLE, docs/testing.md), and through a dispatcher whose every table
+sends all T to it (whatever the shipped tables say): every format, the conformance
+shapes, both token tiles, K split between blocks, x that cp.async cannot read in place,
+and out stores that must not touch the memory around out."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from ninfer.routes import ROUTE_TABLES
 from ninfer.routes.dq_mma import DqMmaTuning
 from ninfer.routes.table import Route
 
-from .cases import QTYPES, SHAPES, nan_like_out, oracle_weight, run_case, workspace_for
+from .cases import QTYPES, SHAPES, nan_like_out, oracle_weight, owned_t, run_case, workspace_for
 from .oracle import check_against_oracle, packed_case, random_x, seed_for, to_bf16_device
 
 ONLY_MMA = {cc: (Route("dq_mma", 1, None),) for cc in ROUTE_TABLES}
@@ -32,10 +34,17 @@ def _dispatcher(tokens: int | None = None, splits: int | None = None) -> Dispatc
 MMA = _dispatcher()
 
 
+@pytest.mark.parametrize("t", owned_t("dq_mma"))
+@pytest.mark.parametrize(("n", "k"), SHAPES, ids=lambda v: str(v))
+@pytest.mark.parametrize("qtype", QTYPES, ids=lambda q: q.name)
+def test_dq_mma_owned(qtype: QType, n: int, k: int, t: int) -> None:
+    run_case("dq_mma", qtype, n, k, t)
+
+
 @pytest.mark.parametrize("t", [1, 17, 33, 64, 65, 200])  # each token tile, its edges
 @pytest.mark.parametrize(("n", "k"), SHAPES, ids=lambda v: str(v))
 @pytest.mark.parametrize("qtype", QTYPES, ids=lambda q: q.name)
-def test_dq_mma(qtype: QType, n: int, k: int, t: int) -> None:
+def test_dq_mma_forced(qtype: QType, n: int, k: int, t: int) -> None:
     run_case("dq_mma", qtype, n, k, t, dispatcher=MMA)
 
 
