@@ -135,7 +135,8 @@ __device__ __forceinline__ void mm_store(const float (&acc)[MT][NT][4], bf16_t* 
 // band's fragments are decoded by each of the MT token groups (MT times in all), and an x
 // fragment is loaded by each of the 8 / MT band groups: at 128 tokens, MT = 2 halves the
 // x reads from shared memory that MT = 1 (each warp all tokens) needs, for twice the
-// decode. S: ring slots (S - 1 stages in flight). Dynamic shared memory: max(S slots, the
+// decode; it measured slower than two 64-token tiles, and routes/dq_mma.py instantiates
+// MT = 1 only (32 and 64 tokens). S: ring slots (S - 1 stages in flight). Dynamic shared memory: max(S slots, the
 // output staging), routes/dq_mma.py. x: rows of xld elements, 16-byte aligned base and
 // pitch (the host stages other x).
 template <int QT, int MT, int NT, int S>
