@@ -167,7 +167,10 @@ for r, v in sorted(by.items()):
       verdicts $? "runs/ab_$n.log"
       git checkout -q -- kernels ninfer ;;
     abref)
-      timeout 480 $PY -m ninfer.regress bench --no-plots --ab "${AB_REF:?AB_REF=commit}" \
+      # A branch of the bundle is origin/<name> in its clone (AB_REF=main failed there).
+      ref=$(git rev-parse -q --verify "${AB_REF:?AB_REF=commit}^{commit}" \
+        || git rev-parse -q --verify "origin/$AB_REF^{commit}" || echo "$AB_REF")
+      timeout 480 $PY -m ninfer.regress bench --no-plots --ab "$ref" \
         --ab-rounds "${AB_ROUNDS:-8}" > "runs/abref_$n.log" 2>&1
       verdicts $? "runs/abref_$n.log" ;;
     fallback)

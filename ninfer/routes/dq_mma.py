@@ -22,7 +22,7 @@ from ..formats.qtype import QType
 from ..runtime.compile import Kernels
 from .abi import Abi, fields
 from .dq_rs import BAND, ROUNDS_WEIGHT, k_pitch
-from .launcher import KernelLaunch, StagedLaunch
+from .launcher import COMMON_PARAMS, KernelLaunch, StagedLaunch
 from .problem import QTYPE_ID, Problem
 
 NAME = "dq_mma"
@@ -166,16 +166,8 @@ def _abi() -> Abi:
     return Abi(
         NAME,
         (
-            ("qs", "const u8*", ctypes.c_uint64),
-            ("qh", "const u8*", ctypes.c_uint64),
-            ("sc", "const u8*", ctypes.c_uint64),
-            ("tensor_scale", "float", ctypes.c_float),
-            ("n", "int", ctypes.c_int32),
-            ("k", "int", ctypes.c_int32),
-            ("kpad", "int", ctypes.c_int32),
-            ("x", "const bf16_t*", ctypes.c_uint64),
-            ("out", "bf16_t*", ctypes.c_uint64),
-            ("t", "int", ctypes.c_int32),
+            # the common rows but xvec: x is always 16-byte aligned here (the host stages it)
+            *(prm for prm in COMMON_PARAMS if prm[0] != "xvec"),
             ("xld", "int", ctypes.c_int32),
             ("part", "float*", ctypes.c_uint64),
             ("cnt", "u32*", ctypes.c_uint64),
