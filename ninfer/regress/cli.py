@@ -19,7 +19,7 @@ from ..record import Results, ResultsError, key_str, load_baseline, load_results
 from . import tune_cmd
 from .baseline_cmd import cmd_baseline, is_sentence
 from .compare import EXIT_ERROR, EXIT_PASS, Comparison, compare, text_table, with_confirmation
-from .runner import BASELINE_ROUNDS, DEFAULT_ROUNDS, RoundPlan
+from .runner import BASELINE_ROUNDS, DEFAULT_ROUNDS, RoundPlan, with_dispatch
 from .session import busy_check as _busy_check
 from .session import gpu_or_exit as _gpu_or_exit
 from .session import measure_or_exit as _measure_or_exit
@@ -115,6 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --ab: only this format's points (repeatable; default: all formats)")  # fmt: skip
     b.add_argument("--ab-rounds", type=count_arg(2), default=AB_ROUNDS,
                    help="rounds a side of an A/B")  # fmt: skip
+    b.add_argument("--dispatch", type=Path, metavar="FILE",
+                   help="with --ab: both sides under this dispatch override (ninfer-bench "
+                   "--dispatch: a forced route, a route-table file), e.g. a route the "
+                   "shipped table does not send these points to")  # fmt: skip
     b.add_argument("--fallback-ab", metavar="REF",
                    help="where this GPU has no baseline: an A/B against REF instead (CI: the "
                    "PR's merge-base)")  # fmt: skip
@@ -298,6 +302,9 @@ def cmd_bench(a: argparse.Namespace) -> int:
     if a.qtype:
         # A gate over part of the suite would pass on the points it never measured.
         raise ResultsError(f"--qtype {' '.join(a.qtype)}: expected with --ab only, got without")
+    if a.dispatch is not None:
+        # A gate or a baseline is the shipped dispatch's: an override is an experiment.
+        raise ResultsError(f"--dispatch {a.dispatch}: expected with --ab only, got without")
     gpu = _gpu_or_exit(a)
     base_path = a.baselines / gpu.key / f"{a.suite}.json"
     if not base_path.exists() and a.fallback_ab:
@@ -334,6 +341,7 @@ def cmd_ab(a: argparse.Namespace, mode: str = "ab", gpu: Any = None) -> int:
     from .runner import new_run_dir
 
     gpu = gpu if gpu is not None else _gpu_or_exit(a)
+    dispatch = _dispatch_doc(a.dispatch) if getattr(a, "dispatch", None) is not None else None
     run_dir = new_run_dir(a.runs, f"ab_{a.suite}")
     print(f"run folder: {run_dir}; A = {a.ab}, B = this checkout; {a.ab_rounds} rounds a side")
     only = None
@@ -343,12 +351,29 @@ def cmd_ab(a: argparse.Namespace, mode: str = "ab", gpu: Any = None) -> int:
         only = sorted({p.key for p in load_suite(a.suite) if p.key.qtype in a.qtype})
         if not only:
             raise ResultsError(f"--qtype {' '.join(a.qtype)}: no point of suite {a.suite} has it")
-    A, B, sha = run_ab(run_dir, _plan(a, only=only), a.ab_rounds, _repo(), a.ab, _busy_check(a))
+    plan = _plan(a, only=only)
+    if dispatch is not None:  # both sides' rounds read one file, by its absolute path
+        plan = with_dispatch(run_dir.resolve(), "ab", plan, dispatch)
+    A, B, sha = run_ab(run_dir, plan, a.ab_rounds, _repo(), a.ab, _busy_check(a))
     c = compare(A, B, a.threshold, a.alpha, a.strict, a.allow_missing, same_runner=True)
     rc = _gate(c)
     print(f"report: {_write_report(run_dir, B, c, not a.no_plots)}")
     _verdict(run_dir, c, rc, mode, gpu, ab_ref=sha)
     return rc
+
+
+def _dispatch_doc(path: Path) -> dict[str, Any]:
+    """The override in ``path``, checked before any round. Side A runs in its worktree: a
+    table file is given as an absolute path, so that both sides read this checkout's."""
+    from ..bench.override import OverrideError, load
+
+    try:
+        doc, _ = load(path)
+    except (OSError, OverrideError) as e:
+        raise ResultsError(f"--dispatch {path}: {e}") from None
+    if "table" in doc:
+        doc = {**doc, "table": str(Path(doc["table"]).resolve())}
+    return dict(doc)
 
 
 def _verdict(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -138,3 +139,57 @@ def test_qtype_without_ab_is_refused_before_measuring(capsys: pytest.CaptureFixt
 
     assert cli.main(["bench", "--qtype", "w8"]) == 2
     assert "expected with --ab only" in capsys.readouterr().err
+
+
+def test_ab_dispatch_puts_both_sides_under_one_override(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--ab --dispatch: both sides' rounds get the override as an absolute file (side A
+    runs in its worktree), its table file absolute too: this checkout's table on both."""
+    from ninfer.regress import ab, cli
+
+    seen: dict[str, object] = {}
+
+    def fake_ab(run_dir: Path, plan: object, *args: object, **kw: object) -> None:
+        seen["extra"] = plan.extra  # type: ignore[attr-defined]
+        raise AbError("stopped by the test")
+
+    monkeypatch.setattr(cli, "_gpu_or_exit", lambda a: None)
+    monkeypatch.setattr(ab, "run_ab", fake_ab)
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    over = tmp_path / "portable.json"
+    over.write_text(json.dumps({"table": "ninfer/routes/tables/sm_80.json"}))
+    argv = ["bench", "--ab", "HEAD", "--dispatch", str(over), "--runs", str(tmp_path / "runs")]
+    assert cli.main(argv) == 2
+    assert "stopped by the test" in capsys.readouterr().err
+    extra = list(seen["extra"])  # type: ignore[call-overload]
+    f = Path(extra[extra.index("--dispatch") + 1])
+    assert f.is_absolute() and f.is_file()
+    table = Path(json.loads(f.read_text())["table"])
+    assert table.is_absolute() and table.read_text().startswith("{")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["bench", "--dispatch", "x.json"], "expected with --ab only"),
+        (["bench", "--ab", "HEAD", "--dispatch", "/nonexistent/x.json"], "--dispatch /nonexistent"),
+    ],
+)
+def test_ab_dispatch_is_checked_before_measuring(
+    argv: list[str],
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from ninfer.regress import ab, cli
+
+    def no_ab(*args: object, **kw: object) -> None:
+        raise AssertionError("measured")
+
+    monkeypatch.setattr(cli, "_gpu_or_exit", lambda a: None)
+    monkeypatch.setattr(ab, "run_ab", no_ab)
+    assert cli.main([*argv, "--runs", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
+    assert not list(tmp_path.iterdir()), "a run folder was made"
