@@ -52,8 +52,9 @@ def test_dq_mma_forced(qtype: QType, n: int, k: int, t: int) -> None:
 @pytest.mark.parametrize("tokens", [32, 64])
 @pytest.mark.parametrize("qtype", QTYPES, ids=lambda q: q.name)
 def test_dq_mma_split_k(qtype: QType, tokens: int, splits: int) -> None:
-    """K split between blocks, summed by each tile's last block (K = 10248: 161 stages of
-    64, not a multiple of either count; a partial last row tile and token tile)."""
+    """K split between blocks, summed by each tile's last block (K = 10248, padded to
+    10368: 162 stages of 64, in 81 and 81 or seven splits of 23 and 24; the last stage
+    part K, part padding; a partial last row tile and token tile)."""
     run_case("dq_mma", qtype, 4616, 10248, 130, dispatcher=_dispatcher(tokens, splits))
 
 
