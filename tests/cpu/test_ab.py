@@ -112,22 +112,31 @@ def test_an_ab_stopped_part_way_keeps_both_sides_records(
         assert json.loads((tmp_path / "ab" / f"{side}.json").read_text())["points"]
 
 
-def test_ab_qtype_measures_only_that_formats_points(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from ninfer.bench.points import load_suite
+def _stopped_ab(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    """cli's A/B with the GPU check passed and run_ab replaced: it records the round plan
+    it was given (``["plan"]``) and stops (exit 2)."""
     from ninfer.regress import ab, cli
 
     seen: dict[str, object] = {}
 
     def fake_ab(run_dir: Path, plan: object, *args: object, **kw: object) -> None:
-        seen["only"] = plan.only  # type: ignore[attr-defined]
+        seen["plan"] = plan
         raise AbError("stopped by the test")
 
     monkeypatch.setattr(cli, "_gpu_or_exit", lambda a: None)
     monkeypatch.setattr(ab, "run_ab", fake_ab)
+    return seen
+
+
+def test_ab_qtype_measures_only_that_formats_points(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ninfer.bench.points import load_suite
+    from ninfer.regress import cli
+
+    seen = _stopped_ab(monkeypatch)
     assert cli.main(["bench", "--ab", "HEAD", "--qtype", "w8", "--runs", str(tmp_path)]) == 2
-    only = seen["only"]
+    only = seen["plan"].only  # type: ignore[attr-defined]
     w8 = {(p.n, p.k, p.t) for p in load_suite("all") if p.qtype.value == "w8"}
     assert isinstance(only, list) and {(k.n, k.k, k.t) for k in only} == w8
     assert {k.qtype for k in only} == {"w8"}
@@ -146,23 +155,16 @@ def test_ab_dispatch_puts_both_sides_under_one_override(
 ) -> None:
     """--ab --dispatch: both sides' rounds get the override as an absolute file (side A
     runs in its worktree), its table file absolute too: this checkout's table on both."""
-    from ninfer.regress import ab, cli
+    from ninfer.regress import cli
 
-    seen: dict[str, object] = {}
-
-    def fake_ab(run_dir: Path, plan: object, *args: object, **kw: object) -> None:
-        seen["extra"] = plan.extra  # type: ignore[attr-defined]
-        raise AbError("stopped by the test")
-
-    monkeypatch.setattr(cli, "_gpu_or_exit", lambda a: None)
-    monkeypatch.setattr(ab, "run_ab", fake_ab)
+    seen = _stopped_ab(monkeypatch)
     monkeypatch.chdir(Path(__file__).resolve().parents[2])
     over = tmp_path / "portable.json"
     over.write_text(json.dumps({"table": "ninfer/routes/tables/sm_80.json"}))
     argv = ["bench", "--ab", "HEAD", "--dispatch", str(over), "--runs", str(tmp_path / "runs")]
     assert cli.main(argv) == 2
     assert "stopped by the test" in capsys.readouterr().err
-    extra = list(seen["extra"])  # type: ignore[call-overload]
+    extra = list(seen["plan"].extra)  # type: ignore[attr-defined]
     f = Path(extra[extra.index("--dispatch") + 1])
     assert f.is_absolute() and f.is_file()
     table = Path(json.loads(f.read_text())["table"])
