@@ -18,16 +18,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..formats.packed import PackedWeight
-from ..formats.qtype import QType
+from ..formats.qtype import QType, k_padded
 from ..runtime.compile import Kernels
 from .abi import Abi, fields
-from .dq_rs import BAND, ROUNDS_WEIGHT, k_pitch
-from .launcher import COMMON_PARAMS, KernelLaunch, StagedLaunch
+from .dq_rs import BAND, ROUNDS_WEIGHT
+from .launcher import COMMON_PARAMS, KernelLaunch, StagedLaunch, staged_x, x_copy_bytes
 from .problem import QTYPE_ID, Problem
 
 NAME = "dq_mma"
 THREADS = 256  # MM_THREADS: 8 warps, one 16-row band each
 ROWS = 128  # MM_ROWS
+BK = 64  # MM_BK: k per ring stage
 XS = 144  # MM_XS: bytes of one staged x row (64 k of BF16 + 16 of padding)
 CS = 136  # MM_CS: BF16 elements of one staged output row
 # The largest dynamic shared memory a block may opt into on sm_86, sm_89 and sm_120 (99
@@ -118,7 +119,7 @@ def tiles(p: Problem, tokens: int) -> int:
 def splits(p: Problem, tokens: int, sms: int, kpad: int, tuning: DqMmaTuning = DEFAULT) -> int:
     """Blocks per tile along K: 1 where the tiles fill the SMs, else about ``split_waves``
     blocks per SM, each split ``min_split_stages`` stages at least."""
-    stages_k = kpad // 64
+    stages_k = kpad // BK
     if tuning.splits is not None:
         return max(1, min(tuning.splits, stages_k))
     most = max(1, stages_k // tuning.min_split_stages)
@@ -143,10 +144,6 @@ def instances() -> tuple[str, ...]:
     )
 
 
-def _x_copy_bytes(p: Problem) -> int:
-    return -(-(p.t * k_pitch(p.k) * 2) // 256) * 256
-
-
 def _counter_bytes(p: Problem, tokens: int) -> int:
     return -(-(4 * tiles(p, tokens)) // 256) * 256
 
@@ -155,10 +152,10 @@ def workspace_bytes(p: Problem, tuning: DqMmaTuning = DEFAULT) -> int:
     """A copy of x with a 16-byte row pitch (used only when x is not aligned), the tile
     counters and the FP32 partials of the most splits any GPU gets (SMS_MAX)."""
     tok = choose_tokens(p, tuning)
-    kpad = -(-p.k // 128) * 128
+    kpad = k_padded(p.k)
     n_split = splits(p, tok, SMS_MAX, kpad, tuning)
     part = 0 if n_split == 1 else tiles(p, tok) * n_split * ROWS * tok * 4
-    return _x_copy_bytes(p) + _counter_bytes(p, tok) + part
+    return x_copy_bytes(p.t, p.k) + _counter_bytes(p, tok) + part
 
 
 def _abi() -> Abi:
@@ -173,7 +170,7 @@ def _abi() -> Abi:
             ("cnt", "u32*", ctypes.c_uint64),
             ("splits", "int", ctypes.c_int32),
         ),
-        {**slots, "MM_ROWS": ROWS, "MM_THREADS": THREADS, "MM_XS": XS, "MM_CS": CS},
+        {**slots, "MM_ROWS": ROWS, "MM_BK": BK, "MM_THREADS": THREADS, "MM_XS": XS, "MM_CS": CS},
     )
 
 
@@ -210,18 +207,14 @@ class MmaPlan:
         )
         self.device = dev
         self.t, self.k = p.t, p.k
-        self.x_copy = _x_copy_bytes(p)
+        self.x_copy = x_copy_bytes(p.t, p.k)
         self.counter_bytes = _counter_bytes(p, tok)
 
     def bind(self, x_ptr: int, out_ptr: int, ws_ptr: int) -> StagedLaunch:
         prm = _Params.from_buffer_copy(self.params)
-        stage = None
-        if x_ptr % 16 or (2 * self.k) % 16:
-            # cp.async reads 16-byte pieces at 16-byte addresses: stage x with a padded pitch.
-            padded = k_pitch(self.k)
-            stage = (ws_ptr, 2 * padded, x_ptr, 2 * self.k, 2 * self.k, self.t)
-            x_ptr, prm.xld = ws_ptr, padded
-        prm.x = x_ptr
+        # cp.async reads 16-byte pieces at 16-byte addresses.
+        stage, prm.x, pitch = staged_x(x_ptr, ws_ptr, self.t, self.k)
+        prm.xld = pitch // 2
         prm.out = out_ptr
         zero = None
         if self.splits > 1:  # counters from zero: the workspace is the caller's memory

@@ -25,7 +25,7 @@ from ..formats.qtype import QType
 from ..runtime.compile import Kernels
 from ..runtime.tma import BF16, SWIZZLE_128B, TensorMap, band_map, encode_2d
 from .abi import Abi, fields
-from .launcher import KernelLaunch, StagedLaunch
+from .launcher import KernelLaunch, StagedLaunch, staged_x, x_copy_bytes
 from .problem import QTYPE_ID, Problem
 
 NAME = "dq_rs"
@@ -235,15 +235,6 @@ def tail_rows(t: int, box_t: int) -> int:
     return 0 if rows == box_t else rows
 
 
-def k_pitch(k: int) -> int:
-    """Elements per row of the workspace copy of x: K rounded up to 8 (16 bytes)."""
-    return -(-k // 8) * 8
-
-
-def _x_copy_bytes(p: Problem) -> int:
-    return -(-(p.t * k_pitch(p.k) * 2) // 256) * 256
-
-
 def _counter_bytes(p: Problem, tuning: DqRsTuning = DEFAULT) -> int:
     return -(-(4 * tiles(p, choose_nb(p, tuning))) // 256) * 256
 
@@ -257,7 +248,7 @@ def _split_bytes(p: Problem, tuning: DqRsTuning = DEFAULT) -> int:
 def workspace_bytes(p: Problem, tuning: DqRsTuning = DEFAULT) -> int:
     """A copy of x with a 16-byte row pitch (used only when x is not aligned), and the
     persistent grid's tile counters and partial slots."""
-    return _x_copy_bytes(p) + _split_bytes(p, tuning)
+    return x_copy_bytes(p.t, p.k) + _split_bytes(p, tuning)
 
 
 def shared_bytes(p: Problem, nb: int, tuning: DqRsTuning = DEFAULT) -> int:
@@ -358,7 +349,7 @@ class RsPlan:
         # counters go unused.
         starts = run_starts(self.n_tiles, w.k_pad, self.blocks)
         self.splits = any(i % (w.k_pad // 128) for i in starts)
-        self.x_copy = _x_copy_bytes(p)
+        self.x_copy = x_copy_bytes(p.t, p.k)
         self.counter_bytes = _counter_bytes(p, tuning)
         self.device = dev
         self.t, self.k, self.n = p.t, p.k, p.n
@@ -402,13 +393,8 @@ class RsPlan:
 
     def bind(self, x_ptr: int, out_ptr: int, ws_ptr: int) -> StagedLaunch:
         with self.lock:  # the map caches
-            pitch = 2 * self.k
-            stage = None
-            if x_ptr % 16 or pitch % 16:
-                # TMA reads rows of whole 16 bytes from a 16-byte aligned base: stage x.
-                padded = 2 * k_pitch(self.k)
-                stage = (ws_ptr, padded, x_ptr, pitch, pitch, self.t)
-                x_ptr, pitch = ws_ptr, padded
+            # TMA reads rows of whole 16 bytes from a 16-byte aligned base.
+            stage, x_ptr, pitch = staged_x(x_ptr, ws_ptr, self.t, self.k)
             prm = _Params.from_buffer_copy(self.params)
             prm.xmap, prm.xtail = self.x_map(x_ptr, pitch)
             prm.out = out_ptr

@@ -192,6 +192,27 @@ class KernelLaunch:
         cuda_api()[0].launchKernel(*self.head, stream, self.argv_ptr, 0)
 
 
+def k_pitch(k: int) -> int:
+    """Elements per row of the workspace copy of x: K rounded up to 8 (16 bytes)."""
+    return -(-k // 8) * 8
+
+
+def x_copy_bytes(t: int, k: int) -> int:
+    """Workspace bytes of that copy, rounded up to 256 (what follows it stays aligned)."""
+    return -(-(t * k_pitch(k) * 2) // 256) * 256
+
+
+def staged_x(x_ptr: int, ws_ptr: int, t: int, k: int) -> tuple[tuple[int, ...] | None, int, int]:
+    """Where a kernel that reads x in 16-byte pieces at 16-byte addresses (cp.async, TMA)
+    finds it: (the 2-D copy into the workspace that StagedLaunch makes first, or None
+    where x is read in place; x's address; its row pitch in bytes)."""
+    pitch = 2 * k
+    if x_ptr % 16 == 0 and pitch % 16 == 0:
+        return None, x_ptr, pitch
+    padded = 2 * k_pitch(k)
+    return (ws_ptr, padded, x_ptr, pitch, pitch, t), ws_ptr, padded
+
+
 class StagedLaunch:
     """A kernel with the copies it needs first, for one set of buffers (dq_rs, dq_mma): x
     staged into the workspace where the kernel cannot read it in place, and split tiles'
