@@ -6,9 +6,9 @@
 // A block is 8 warps on a tile of 128 weight rows (8 bands of 16) x 32, 64 or 128 tokens
 // (the warps' layout: the kernel's template). K goes in stages of 64 through an S-slot
 // cp.async ring; a slot is one x stage (the tile's token rows, 64 k each, padded so that
-// ldmatrix's eight row addresses fall in distinct banks) and one weight stage in dq_rs's layout (RsBand: the 8 bands'
-// codes, then high bits, then scales, as stored), so dq_rs's decode (rs_frag) reads it
-// unchanged: the same A fragments, the same numerics. Per k16 step a warp's decoded A
+// ldmatrix's eight row addresses fall in distinct banks) and one weight stage in dq_rs's
+// layout (RsBand: the 8 bands' codes, then high bits, then scales, as stored), so dq_rs's
+// decode (rs_frag) reads it unchanged: the same A fragments, the same numerics. Per k16 step a warp's decoded A
 // fragments meet its tokens' B fragments (ldmatrix.x4: two 8-token tiles each).
 //
 // Grid: (row tiles x token tiles, row tiles fastest: neighbouring blocks share x's token
@@ -136,9 +136,9 @@ __device__ __forceinline__ void mm_store(const float (&acc)[MT][NT][4], bf16_t* 
 // fragment is loaded by each of the 8 / MT band groups: at 128 tokens, MT = 2 halves the
 // x reads from shared memory that MT = 1 (each warp all tokens) needs, for twice the
 // decode; it measured slower than two 64-token tiles, and routes/dq_mma.py instantiates
-// MT = 1 only (32 and 64 tokens). S: ring slots (S - 1 stages in flight). Dynamic shared memory: max(S slots, the
-// output staging), routes/dq_mma.py. x: rows of xld elements, 16-byte aligned base and
-// pitch (the host stages other x).
+// MT = 1 only (32 and 64 tokens). S: ring slots (S - 1 stages in flight). Dynamic shared
+// memory: max(S slots, the output staging), routes/dq_mma.py. x: rows of xld elements,
+// 16-byte aligned base and pitch (the host stages other x).
 template <int QT, int MT, int NT, int S>
 __global__ void __launch_bounds__(MM_THREADS, MT * NT <= 8 ? 2 : 1)
     dq_mma(const u8* __restrict__ qs, const u8* __restrict__ qh, const u8* __restrict__ sc, float tensor_scale,
@@ -209,13 +209,7 @@ __global__ void __launch_bounds__(MM_THREADS, MT * NT <= 8 ? 2 : 1)
     cp_async_commit();  // empty groups too: the wait count below stays uniform
   };
 
-  float acc[MT][NT][4];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
+  float acc[MT][NT][4] = {};
 
   // ldmatrix.x4 of tokens 16 np .. 16 np + 15 (of this warp's token group) and k16 step
   // ks: lane l addresses token row 16 np + 8 ((l >> 3) >> 1) + (l & 7) at k 16 ks + 8
