@@ -141,6 +141,16 @@ def _bf16(a: np.ndarray) -> np.ndarray:
 NAN_BF16 = np.uint16(0x7FC0)
 
 
+def x_at(t: int, k: int, offset: int) -> Any:
+    """A (T, K) BF16 array starting ``offset`` elements into an allocation (256-byte
+    aligned): x that cp.async and TMA cannot read in place when ``offset`` is odd."""
+    import cupy as cp
+    import ml_dtypes
+
+    buf = cp.zeros(t * k + offset, dtype=cp.uint16)
+    return buf[offset:].reshape(t, k).view(ml_dtypes.bfloat16)
+
+
 def nan_like_out(t: int, n: int, kind: str = "cupy") -> Any:
     """A (T, N) BF16 output pre-filled with NaN, so any unwritten element fails the check."""
     return to_bf16_device(np.full((t, n), np.nan), kind)

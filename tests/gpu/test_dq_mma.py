@@ -7,8 +7,6 @@ and out stores that must not touch the memory around out."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
 
@@ -18,7 +16,16 @@ from ninfer.routes import ROUTE_TABLES
 from ninfer.routes.dq_mma import DqMmaTuning
 from ninfer.routes.table import Route
 
-from .cases import QTYPES, SHAPES, nan_like_out, oracle_weight, owned_t, run_case, workspace_for
+from .cases import (
+    QTYPES,
+    SHAPES,
+    nan_like_out,
+    oracle_weight,
+    owned_t,
+    run_case,
+    workspace_for,
+    x_at,
+)
 from .oracle import check_against_oracle, packed_case, random_x, seed_for, to_bf16_device
 
 ONLY_MMA = {cc: (Route("dq_mma", 1, None),) for cc in ROUTE_TABLES}
@@ -58,15 +65,6 @@ def test_dq_mma_split_k(qtype: QType, tokens: int, splits: int) -> None:
     run_case("dq_mma", qtype, 4616, 10248, 130, dispatcher=_dispatcher(tokens, splits))
 
 
-def _x_at(t: int, k: int, offset: int) -> Any:
-    """A (T, K) BF16 array starting ``offset`` elements into an allocation."""
-    import cupy as cp
-    import ml_dtypes
-
-    buf = cp.zeros(t * k + offset, dtype=cp.uint16)
-    return buf[offset:].reshape(t, k).view(ml_dtypes.bfloat16)
-
-
 _GUARD = 4096  # elements of sentinel on each side of an out placed in a larger buffer
 
 
@@ -92,7 +90,7 @@ def test_dq_mma_unaligned(
     w_ref = oracle_weight(w, t, w64, dispatcher=d)
     seed = seed_for("dq_mma_unaligned", qtype.name, k, x_offset, n, out_offset)
     xh = random_x(np.random.default_rng(seed), t, k)
-    x = _x_at(t, k, x_offset)
+    x = x_at(t, k, x_offset)
     x[...] = to_bf16_device(xh)
     sentinel = 0x7FC1  # a NaN the kernel never writes
     buf = cp.full(_GUARD + out_offset + t * n + _GUARD, sentinel, dtype=cp.uint16)

@@ -25,6 +25,7 @@ from .cases import (
     owned_t,
     run_case,
     workspace_for,
+    x_at,
 )
 from .oracle import check_against_oracle, packed_case, random_x, seed_for, to_bf16_device
 
@@ -60,15 +61,6 @@ def _dq_rs_weight(qtype: QType, n: int, k: int, t: int, d: Dispatcher = DEFAULT)
     return w, oracle_weight(w, t, w64, dispatcher=d)
 
 
-def _x_at(t: int, k: int, offset: int) -> Any:
-    """A (T, K) BF16 array starting ``offset`` elements into an allocation (256-byte aligned)."""
-    import cupy as cp
-    import ml_dtypes
-
-    buf = cp.zeros(t * k + offset, dtype=cp.uint16)
-    return buf[offset:].reshape(t, k).view(ml_dtypes.bfloat16)
-
-
 @pytest.mark.parametrize(("k", "offset"), [(1152, 1), (1001, 0)], ids=["x_base_+2B", "K_1001"])
 @pytest.mark.parametrize("qtype", [QType.Q4, QType.NVFP4, QType.BF16], ids=lambda q: q.name)
 def test_dq_rs_x_not_tma_aligned(qtype: QType, k: int, offset: int) -> None:
@@ -80,7 +72,7 @@ def test_dq_rs_x_not_tma_aligned(qtype: QType, k: int, offset: int) -> None:
     w, w_ref = _dq_rs_weight(qtype, n, k, t)
     seed = seed_for("dq_rs_x", qtype.name, k, offset)
     xh = random_x(np.random.default_rng(seed), t, k)
-    x = _x_at(t, k, offset)
+    x = x_at(t, k, offset)
     x[...] = to_bf16_device(xh)
     assert (x.data.ptr % 16 != 0) == (offset != 0)
     out = nan_like_out(t, n)
@@ -146,7 +138,7 @@ def test_dq_rs_graph_capture_then_replay_with_new_inputs(qtype: QType, offset: i
     n, k, t = 14352, 640, 200
     w, w_ref = _dq_rs_weight(qtype, n, k, t)
     seed = seed_for("dq_rs_graph", qtype.name, offset)
-    x = _x_at(t, k, offset)
+    x = x_at(t, k, offset)
     x[...] = to_bf16_device(random_x(np.random.default_rng(seed), t, k))
     stream = cp.cuda.Stream(non_blocking=True)
     out = nan_like_out(t, n)
