@@ -91,11 +91,17 @@ __device__ __forceinline__ bool mm_fixup(float (&acc)[MT][NT][4], float* part, u
   __syncthreads();
   if (!*flag) return false;
   __threadfence();
+  // Split by split, all of a split's loads in flight together (a loop over the splits per
+  // accumulator waited out an L2 round trip per accumulator); the sum stays in split
+  // order, 0 + p_0 + p_1 + ...
 #pragma unroll
-  for (int f = 0; f < F; ++f) {
-    float v = 0.f;
-    for (int zz = 0; zz < splits; ++zz) v += __ldcg(base + (size_t)zz * (F * MM_THREADS) + f * MM_THREADS);
-    acc[f / (4 * NT)][f / 4 % NT][f % 4] = v;
+  for (int f = 0; f < F; ++f) acc[f / (4 * NT)][f / 4 % NT][f % 4] = 0.f;
+  for (int zz = 0; zz < splits; ++zz) {
+    float v[F];
+#pragma unroll
+    for (int f = 0; f < F; ++f) v[f] = __ldcg(base + (size_t)zz * (F * MM_THREADS) + f * MM_THREADS);
+#pragma unroll
+    for (int f = 0; f < F; ++f) acc[f / (4 * NT)][f / 4 % NT][f % 4] += v[f];
   }
   return true;
 }
@@ -192,12 +198,20 @@ __global__ void __launch_bounds__(MM_THREADS, MT * NT <= 8 ? 2 : 1)
     if (i < nst) {
       const int g = g0 + i;
       const u32 base = sm0 + (u32)(i % S) * L::BYTES;
+      // Every stage but the one holding column K - 1 is whole: there a chunk is one
+      // cp.async, without the zero-fill arithmetic (about 20 instructions a chunk in the
+      // 64-token loop's SASS).
+      const bool whole = (g + 1) * MM_BK <= K;
 #pragma unroll
       for (int r = 0; r < XR; ++r) {
         if (xsrc[r] == nullptr) continue;
-        const int kc = g * MM_BK + xcol[r];
-        const int bytes = max(0, min(16, (K - kc) * 2));  // columns >= K: zero-filled
-        cp_async16(base + xdst[r], bytes ? xsrc[r] + g * MM_BK : x, bytes);
+        if (whole) {
+          cp_async16(base + xdst[r], xsrc[r] + g * MM_BK);
+        } else {
+          const int kc = g * MM_BK + xcol[r];
+          const int bytes = max(0, min(16, (K - kc) * 2));  // columns >= K: zero-filled
+          cp_async16(base + xdst[r], bytes ? xsrc[r] + g * MM_BK : x, bytes);
+        }
       }
 #pragma unroll
       for (int r = 0; r < WR; ++r) {
