@@ -35,7 +35,23 @@ CS = 136  # MM_CS: BF16 elements of one staged output row
 # KB; sm_80 and sm_90 allow more): one limit, so that a tile the H200 measures runs as is
 # on the users' RTX 5090.
 SHARED_MAX = 101376
-STAGE_DEPTHS: tuple[int, ...] = (4, 3)  # ring slots: the deepest that fits
+# Ring slots: the deepest whose blocks fit two to an SM, else the deepest that fits a block.
+# Two 4-deep blocks of the 64-token tile (55 KB each) fit the H200's and the A100's SMs but
+# not the 100 KB of an sm_86/89/120 SM, where the 3-deep ring keeps two blocks: with that
+# 100 KB emulated on the H200 (shared_per_sm), 3 deep was faster than 4 deep on 22 of the
+# 23 points where this rule picks it and the two differ (Q4 [131072,5120] T = 64: 351.8
+# against 415.1 us; Q5 [4304,1152] T = 64 1.8 % slower), experiments/issue26/
+# mma2_h200.json. Where two blocks fit neither (W8 and BF16 at 64 tokens), 4 deep.
+STAGE_DEPTHS: tuple[int, ...] = (4, 3)
+BLOCK_RESERVED = 1024  # shared memory the driver keeps per block
+# Shared memory an SM has for its blocks, by compute capability (the CUDA programming
+# guide's table); an unknown GPU is taken to have the least of them.
+SHARED_PER_SM: dict[int, int] = {
+    80: 167936, 86: 102400, 87: 167936, 89: 102400, 90: 233472, 100: 233472, 120: 102400
+}  # fmt: skip
+# The RTX 5090's (sm_120): DqMmaTuning.shared_per_sm emulates it on the H200 (the
+# function's carveout), so that the H200 measures the blocks per SM the users' GPU gets.
+SHARED_PER_SM_5090 = SHARED_PER_SM[120]
 # Tokens per tile -> (MT, NT) of kernels/dq_mma.cu: bands a warp multiplies, 8-token MMA
 # tiles per warp; each warp one band and all of the tile's tokens. 32 tokens up to
 # TOK32_MAX, then 64 (several token tiles above 64). The kernel's 128-token layout (MT = 2:
@@ -56,14 +72,19 @@ SMS_MAX = 192
 
 @dataclass(frozen=True)
 class DqMmaTuning:
-    """The tile and split rules; ``tokens`` (a key of TILES) and ``splits`` force one
-    choice on every problem (experiments and tests; None: the rules decide)."""
+    """The tile, ring and split rules; ``tokens`` (a key of TILES), ``stages`` (one of
+    STAGE_DEPTHS) and ``splits`` force one choice on every problem (experiments and tests;
+    None: the rules decide). ``shared_per_sm``: the shared memory an SM gives the kernel's
+    blocks (the function's carveout; None: the GPU's own, SHARED_PER_SM), to measure on
+    one GPU the occupancy of another (SHARED_PER_SM_5090)."""
 
     tok32_max: int = TOK32_MAX
     split_waves: float = SPLIT_WAVES
     min_split_stages: int = MIN_SPLIT_STAGES
     tokens: int | None = None
+    stages: int | None = None
     splits: int | None = None
+    shared_per_sm: int | None = None
 
     def text(self) -> str:
         return (
@@ -71,7 +92,9 @@ class DqMmaTuning:
             f"split_waves={self.split_waves} min_split_stages={self.min_split_stages} "
             f"shared_max={SHARED_MAX}"
             + (f" tokens={self.tokens}" if self.tokens is not None else "")
+            + (f" stages={self.stages}" if self.stages is not None else "")
             + (f" splits={self.splits}" if self.splits is not None else "")
+            + (f" shared_per_sm={self.shared_per_sm}" if self.shared_per_sm is not None else "")
         )
 
 
@@ -83,20 +106,43 @@ def slot_bytes(qtype: QType, tokens: int) -> int:
     return tokens * XS + 8 * sum(BAND[qtype])
 
 
-def stages(qtype: QType, tokens: int) -> int | None:
-    """Ring slots of a format and tile within SHARED_MAX, or None where none fits."""
-    for s in STAGE_DEPTHS:
-        if s * slot_bytes(qtype, tokens) <= SHARED_MAX:
-            return s
-    return None
-
-
-def shared_bytes(qtype: QType, tokens: int) -> int:
+def ring_bytes(qtype: QType, tokens: int, ring: int) -> int:
     """The kernel's dynamic shared memory: the ring, or the output staging if larger."""
-    s = stages(qtype, tokens)
+    return max(ring * slot_bytes(qtype, tokens), tokens * CS * 2)
+
+
+def per_sm(p: Problem, tuning: DqMmaTuning = DEFAULT) -> int:
+    """Shared memory an SM has for the kernel's blocks: emulated, else by the GPU."""
+    if tuning.shared_per_sm is not None:
+        return tuning.shared_per_sm
+    return SHARED_PER_SM.get(p.cc, min(SHARED_PER_SM.values()))
+
+
+def stages(p: Problem, tokens: int, tuning: DqMmaTuning = DEFAULT) -> int | None:
+    """Ring slots at this tile within SHARED_MAX: forced, else the deepest ring of which
+    two blocks fit an SM, else the deepest that fits; None where none fits."""
+    if tuning.stages is not None and tuning.stages not in STAGE_DEPTHS:
+        raise ValueError(
+            f"dq_mma: stages: expected one of {list(STAGE_DEPTHS)}, got {tuning.stages}"
+        )
+    fits = [
+        s
+        for s in (STAGE_DEPTHS if tuning.stages is None else (tuning.stages,))
+        if s * slot_bytes(p.qtype, tokens) <= SHARED_MAX
+    ]
+    sm = per_sm(p, tuning)
+    two = [s for s in fits if 2 * (ring_bytes(p.qtype, tokens, s) + BLOCK_RESERVED) <= sm]
+    return max(two or fits, default=None)
+
+
+def shared_bytes(p: Problem, tokens: int, tuning: DqMmaTuning = DEFAULT) -> int:
+    """The dynamic shared memory of the plan's instance."""
+    s = stages(p, tokens, tuning)
     if s is None:
-        raise ValueError(f"dq_mma: no ring of {qtype.name} at {tokens} tokens fits {SHARED_MAX} B")
-    return max(s * slot_bytes(qtype, tokens), tokens * CS * 2)
+        raise ValueError(
+            f"dq_mma: no ring of {p.qtype.name} at {tokens} tokens fits {SHARED_MAX} B"
+        )
+    return ring_bytes(p.qtype, tokens, s)
 
 
 def choose_tokens(p: Problem, tuning: DqMmaTuning = DEFAULT) -> int:
@@ -109,7 +155,7 @@ def choose_tokens(p: Problem, tuning: DqMmaTuning = DEFAULT) -> int:
         want = tuning.tokens
     else:
         want = 32 if p.t <= tuning.tok32_max else 64
-    return max(tok for tok in TILES if tok <= want and stages(p.qtype, tok) is not None)
+    return max(tok for tok in TILES if tok <= want and stages(p, tok, tuning) is not None)
 
 
 def tiles(p: Problem, tokens: int) -> int:
@@ -130,17 +176,19 @@ def splits(p: Problem, tokens: int, sms: int, kpad: int, tuning: DqMmaTuning = D
     return max(1, min(most, round(sms * tuning.split_waves / n)))
 
 
-def instance_for(qtype: QType, tokens: int) -> str:
+def instance_for(qtype: QType, tokens: int, ring: int) -> str:
     mt, nt = TILES[tokens]
-    return f"dq_mma<{QTYPE_ID[qtype]}, {mt}, {nt}, {stages(qtype, tokens)}>"
+    return f"dq_mma<{QTYPE_ID[qtype]}, {mt}, {nt}, {ring}>"
 
 
 def instances() -> tuple[str, ...]:
+    """Every format, tile and ring depth that fits SHARED_MAX (the GPU picks the depth)."""
     return tuple(
-        instance_for(q, tok)
+        instance_for(q, tok, s)
         for q in sorted(QType, key=QTYPE_ID.__getitem__)
         for tok in TILES
-        if stages(q, tok) is not None
+        for s in STAGE_DEPTHS
+        if s * slot_bytes(q, tok) <= SHARED_MAX
     )
 
 
@@ -194,9 +242,18 @@ class MmaPlan:
         tok = choose_tokens(p, tuning)
         with cupy.cuda.Device(dev):
             sms = int(cupy.cuda.Device(dev).attributes["MultiProcessorCount"])
-            self.shared = shared_bytes(p.qtype, tok)
+            self.shared = shared_bytes(p, tok, tuning)
             if self.shared > 48 * 1024 and fn.max_dynamic_shared_size_bytes < self.shared:
                 fn.max_dynamic_shared_size_bytes = self.shared
+            # Set on every plan, so that no emulation outlives its tuning (-1: the GPU's
+            # default). The percent rounds down here and the driver up, to the next
+            # carveout the SM supports (100 KB of the H200's 228).
+            total = int(cupy.cuda.Device(dev).attributes["MaxSharedMemoryPerMultiprocessor"])
+            fn.preferred_shared_memory_carveout = (
+                -1
+                if tuning.shared_per_sm is None
+                else min(100, 100 * tuning.shared_per_sm // total)
+            )
             self.func = int(fn.kernel.ptr)
         self.n_tiles = tiles(p, tok)
         self.splits = splits(p, tok, sms, w.k_pad, tuning)
@@ -243,7 +300,12 @@ class DqMma:
         return instances()
 
     def instance(self, p: Problem, tuning: DqMmaTuning | None = None) -> str:
-        return instance_for(p.qtype, choose_tokens(p, tuning or self.tuning))
+        tn = tuning or self.tuning
+        tok = choose_tokens(p, tn)
+        ring = stages(p, tok, tn)
+        if ring is None:  # choose_tokens takes only a tile whose ring fits
+            raise ValueError(f"dq_mma: no ring of {p.qtype.name} at {tok} tokens")
+        return instance_for(p.qtype, tok, ring)
 
     def t_edges(self, tuning: DqMmaTuning | None = None) -> tuple[int, ...]:
         tn = tuning or self.tuning

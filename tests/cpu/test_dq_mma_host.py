@@ -16,9 +16,10 @@ def test_every_instance_fits_the_rtx_5090s_shared_memory(qtype: QType) -> None:
     # sm_86/89/120 allow 99 KiB of dynamic shared memory per block: what the H200 measures
     # must launch unchanged on the users' GPU.
     for t in (1, 32, 33, 64, 65, 1024):
-        tok = dq_mma.choose_tokens(Problem(qtype, Policy.A16, 4096, 4096, t, 120))
-        assert dq_mma.shared_bytes(qtype, tok) <= 99 * 1024, (qtype, t, tok)
-        s = dq_mma.stages(qtype, tok)
+        p = Problem(qtype, Policy.A16, 4096, 4096, t, 120)
+        tok = dq_mma.choose_tokens(p)
+        assert dq_mma.shared_bytes(p, tok) <= 99 * 1024, (qtype, t, tok)
+        s = dq_mma.stages(p, tok)
         assert s is not None and s >= 3, (qtype, tok, s)
 
 
@@ -57,3 +58,53 @@ def test_forced_choices_are_checked() -> None:
     with pytest.raises(ValueError, match="tokens: expected one of"):
         dq_mma.choose_tokens(p, dq_mma.DqMmaTuning(tokens=48))
     assert dq_mma.splits(p, 64, 132, 4096, dq_mma.DqMmaTuning(splits=1000)) == 4096 // 64
+
+
+@pytest.mark.parametrize("qtype", list(QType), ids=lambda q: q.name)
+@pytest.mark.parametrize("cc", [80, 86, 90, 120, 999])
+def test_ring_depth_keeps_two_blocks_an_sm(qtype: QType, cc: int) -> None:
+    """The deepest ring of which two blocks fit the GPU's SM (an unknown GPU: the least
+    shared memory of the table), else the deepest that fits a block; the emulated 5090
+    picks what an sm_120 picks."""
+    sm = dq_mma.SHARED_PER_SM.get(cc, min(dq_mma.SHARED_PER_SM.values()))
+    for tok in dq_mma.TILES:
+        p = Problem(qtype, Policy.A16, 4096, 4096, tok, cc)
+        s = dq_mma.stages(p, tok)
+        assert s is not None
+        fits = [
+            d for d in dq_mma.STAGE_DEPTHS if d * dq_mma.slot_bytes(qtype, tok) <= dq_mma.SHARED_MAX
+        ]
+        two = [d for d in fits if 2 * (dq_mma.ring_bytes(qtype, tok, d) + 1024) <= sm]
+        assert s == max(two or fits), (qtype, cc, tok, s)
+        emulated = dq_mma.DqMmaTuning(shared_per_sm=dq_mma.SHARED_PER_SM_5090)
+        p90 = Problem(qtype, Policy.A16, 4096, 4096, tok, 90)
+        assert dq_mma.stages(p90, tok, emulated) == dq_mma.stages(
+            Problem(qtype, Policy.A16, 4096, 4096, tok, 120), tok
+        )
+    # the measured cases (routes/dq_mma.py): Q4's 64-token tile is 4 deep on the H200, 3
+    # deep on the RTX 5090
+    q4 = Problem(QType.Q4, Policy.A16, 4096, 4096, 64, 90)
+    assert dq_mma.stages(q4, 64) == 4
+    assert dq_mma.stages(Problem(QType.Q4, Policy.A16, 4096, 4096, 64, 120), 64) == 3
+
+
+def test_forced_stages_are_checked() -> None:
+    p = Problem(QType.Q4, Policy.A16, 4096, 4096, 64, 90)
+    assert dq_mma.stages(p, 64, dq_mma.DqMmaTuning(stages=3)) == 3
+    with pytest.raises(ValueError, match="stages: expected one of"):
+        dq_mma.stages(p, 64, dq_mma.DqMmaTuning(stages=5))
+
+
+@pytest.mark.parametrize("qtype", list(QType), ids=lambda q: q.name)
+@pytest.mark.parametrize("cc", [80, 90, 120])
+def test_every_chosen_instance_is_compiled(qtype: QType, cc: int) -> None:
+    """Whatever the GPU or the tuning picks, the plan's instance is one the module
+    compiles (a forced ring that does not fit falls back to the 32-token tile)."""
+    compiled = set(dq_mma.instances())
+    for tokens in (None, *dq_mma.TILES):
+        for ring in (None, *dq_mma.STAGE_DEPTHS):
+            for per_sm in (None, dq_mma.SHARED_PER_SM_5090):
+                tn = dq_mma.DqMmaTuning(tokens=tokens, stages=ring, shared_per_sm=per_sm)
+                for t in (1, 33, 65, 1024):
+                    p = Problem(qtype, Policy.A16, 4096, 4096, t, cc)
+                    assert dq_mma.LAUNCHER.instance(p, tn) in compiled, (tokens, ring, t)

@@ -2,8 +2,9 @@
 it owns in the tables (the portable sm_80 / sm_120 rows: on an H200 under
 NINFER_CONFORMANCE_TABLE, docs/testing.md), and through a dispatcher whose every table
 sends all T to it (whatever the shipped tables say): every format, the conformance
-shapes, both token tiles, K split between blocks, x that cp.async cannot read in place,
-and out stores that must not touch the memory around out."""
+shapes, both token tiles and ring depths, K split between blocks, the RTX 5090's shared
+memory per SM emulated, x that cp.async cannot read in place, and out stores that must not
+touch the memory around out."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from ninfer import QType
 from ninfer.ops.dispatch import DEFAULT, Dispatcher
 from ninfer.routes import ROUTE_TABLES
-from ninfer.routes.dq_mma import DqMmaTuning
+from ninfer.routes.dq_mma import SHARED_PER_SM_5090, DqMmaTuning
 from ninfer.routes.table import Route
 
 from .cases import (
@@ -31,10 +32,13 @@ from .oracle import check_against_oracle, packed_case, random_x, seed_for, to_bf
 ONLY_MMA = {cc: (Route("dq_mma", 1, None),) for cc in ROUTE_TABLES}
 
 
-def _dispatcher(tokens: int | None = None, splits: int | None = None) -> Dispatcher:
-    """Every T to dq_mma, its token tile and split count forced (None: its rules decide);
-    the compiled modules are shared with the default dispatcher."""
-    tuning = DqMmaTuning(tokens=tokens, splits=splits)
+def _dispatcher(
+    tokens: int | None = None, splits: int | None = None, **forced: int | None
+) -> Dispatcher:
+    """Every T to dq_mma, its token tile, split count and ``forced``'s other DqMmaTuning
+    fields set (None: its rules decide); the compiled modules are shared with the default
+    dispatcher."""
+    tuning = DqMmaTuning(tokens=tokens, splits=splits, **forced)  # type: ignore[arg-type]
     return DEFAULT.with_tables(ONLY_MMA).with_tuning(dq_mma=tuning)
 
 
@@ -53,6 +57,27 @@ def test_dq_mma_owned(qtype: QType, n: int, k: int, t: int) -> None:
 @pytest.mark.parametrize("qtype", QTYPES, ids=lambda q: q.name)
 def test_dq_mma_forced(qtype: QType, n: int, k: int, t: int) -> None:
     run_case("dq_mma", qtype, n, k, t, dispatcher=MMA)
+
+
+@pytest.mark.parametrize("t", [1, 64, 130])
+@pytest.mark.parametrize("ring", [3, 4])
+@pytest.mark.parametrize("tokens", [32, 64])
+@pytest.mark.parametrize(("n", "k"), [(264, 640), (4616, 10248), (14352, 640)], ids=str)
+@pytest.mark.parametrize("qtype", QTYPES, ids=lambda q: q.name)
+def test_dq_mma_ring_depths(qtype: QType, n: int, k: int, tokens: int, ring: int, t: int) -> None:
+    """Both ring depths of both tiles (the GPU's shared memory an SM picks one; a depth
+    that does not fit SHARED_MAX, BF16's 4 at 64 tokens, falls back to a 32-token tile)."""
+    run_case("dq_mma", qtype, n, k, t, dispatcher=_dispatcher(tokens, stages=ring))
+
+
+@pytest.mark.parametrize("qtype", [QType.Q4, QType.W8], ids=lambda q: q.name)
+def test_dq_mma_rtx5090_shared_per_sm(qtype: QType) -> None:
+    """The carveout that emulates the RTX 5090's 100 KB an SM changes occupancy, not
+    results; the next plan sets the GPU's default back (-1), which the driver takes."""
+    run_case(
+        "dq_mma", qtype, 4616, 4616, 64, dispatcher=_dispatcher(shared_per_sm=SHARED_PER_SM_5090)
+    )
+    run_case("dq_mma", qtype, 4616, 4616, 64, dispatcher=MMA)
 
 
 @pytest.mark.parametrize("splits", [2, 7])
