@@ -246,7 +246,9 @@ class MmaPlan:
             if self.shared > 48 * 1024 and fn.max_dynamic_shared_size_bytes < self.shared:
                 fn.max_dynamic_shared_size_bytes = self.shared
             # Set on every plan, so that no emulation outlives its tuning (-1: the GPU's
-            # default). The percent rounds down here and the driver up, to the next
+            # default). The carveout belongs to the compiled function: the plan made last
+            # decides for every plan of the process (an experiment runs one tuning a
+            # process). The percent rounds down here and the driver up, to the next
             # carveout the SM supports (100 KB of the H200's 228).
             total = int(cupy.cuda.Device(dev).attributes["MaxSharedMemoryPerMultiprocessor"])
             fn.preferred_shared_memory_carveout = (
