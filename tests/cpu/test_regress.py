@@ -83,17 +83,28 @@ def test_ten_percent_slower_fails_and_faster_passes(
     assert "0 slower" in _out(capsys)
 
 
+def _five_rounds(tmp: Path, f: float) -> tuple[str, str]:
+    """The baseline's first five rounds, and the same five scaled by f: a uniform change
+    alone (against all ten rounds, a point whose first five differ from its last five,
+    as the Q6 head's T = 1024 rounds do at aaf8654, reads as a change of its own)."""
+    base = _write(tmp, "base5.json", _scaled(_doc(), 1.0, rounds=5))
+    new = _write(tmp, "s.json", _scaled(_doc(), f, rounds=5))
+    return str(base), str(new)
+
+
 def test_one_percent_is_not_a_change(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    p = _write(tmp_path, "s.json", _scaled(_doc(), 1.01, rounds=5))
-    assert cli.main(["compare", str(BASELINE), str(p), "--same-runner"]) == 0
+    base, new = _five_rounds(tmp_path, 1.01)
+    assert cli.main(["compare", base, new, "--same-runner"]) == 0
     out = _out(capsys)
     assert "0 slower, 0 faster" in out
 
 
 def test_threshold_flag_moves_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    p = _write(tmp_path, "s.json", _scaled(_doc(), 1.10, rounds=5))
-    assert cli.main(["compare", str(BASELINE), str(p), "--threshold", "0.15", "--same-runner"]) == 0
+    base, new = _five_rounds(tmp_path, 1.10)
+    assert cli.main(["compare", base, new, "--threshold", "0.15", "--same-runner"]) == 0
     assert "0 slower" in _out(capsys)
+    # the same change against the default 5 % line is slower: the flag moved it
+    assert cli.main(["compare", base, new, "--same-runner"]) == 1
 
 
 def test_three_times_slower_on_five_samples_fails() -> None:
