@@ -241,7 +241,8 @@ class MmaPlan:
             raise TypeError("dq_mma: a plan needs a device weight")
         tok = choose_tokens(p, tuning)
         with cupy.cuda.Device(dev):
-            sms = int(cupy.cuda.Device(dev).attributes["MultiProcessorCount"])
+            attrs = cupy.cuda.Device(dev).attributes  # queries every attribute: once
+            sms = int(attrs["MultiProcessorCount"])
             self.shared = shared_bytes(p, tok, tuning)
             if self.shared > 48 * 1024 and fn.max_dynamic_shared_size_bytes < self.shared:
                 fn.max_dynamic_shared_size_bytes = self.shared
@@ -250,7 +251,7 @@ class MmaPlan:
             # decides for every plan of the process (an experiment runs one tuning a
             # process). The percent rounds down here and the driver up, to the next
             # carveout the SM supports (100 KB of the H200's 228).
-            total = int(cupy.cuda.Device(dev).attributes["MaxSharedMemoryPerMultiprocessor"])
+            total = int(attrs["MaxSharedMemoryPerMultiprocessor"])
             fn.preferred_shared_memory_carveout = (
                 -1
                 if tuning.shared_per_sm is None
