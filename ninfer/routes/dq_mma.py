@@ -106,6 +106,11 @@ def slot_bytes(qtype: QType, tokens: int) -> int:
     return tokens * XS + 8 * sum(BAND[qtype])
 
 
+def fits(qtype: QType, tokens: int, ring: int) -> bool:
+    """A ring of ``ring`` slots at this tile within SHARED_MAX (one block's limit)."""
+    return ring * slot_bytes(qtype, tokens) <= SHARED_MAX
+
+
 def ring_bytes(qtype: QType, tokens: int, ring: int) -> int:
     """The kernel's dynamic shared memory: the ring, or the output staging if larger."""
     return max(ring * slot_bytes(qtype, tokens), tokens * CS * 2)
@@ -125,14 +130,11 @@ def stages(p: Problem, tokens: int, tuning: DqMmaTuning = DEFAULT) -> int | None
         raise ValueError(
             f"dq_mma: stages: expected one of {list(STAGE_DEPTHS)}, got {tuning.stages}"
         )
-    fits = [
-        s
-        for s in (STAGE_DEPTHS if tuning.stages is None else (tuning.stages,))
-        if s * slot_bytes(p.qtype, tokens) <= SHARED_MAX
-    ]
+    depths = STAGE_DEPTHS if tuning.stages is None else (tuning.stages,)
+    one = [s for s in depths if fits(p.qtype, tokens, s)]
     sm = per_sm(p, tuning)
-    two = [s for s in fits if 2 * (ring_bytes(p.qtype, tokens, s) + BLOCK_RESERVED) <= sm]
-    return max(two or fits, default=None)
+    two = [s for s in one if 2 * (ring_bytes(p.qtype, tokens, s) + BLOCK_RESERVED) <= sm]
+    return max(two or one, default=None)
 
 
 def shared_bytes(p: Problem, tokens: int, tuning: DqMmaTuning = DEFAULT) -> int:
@@ -188,7 +190,7 @@ def instances() -> tuple[str, ...]:
         for q in sorted(QType, key=QTYPE_ID.__getitem__)
         for tok in TILES
         for s in STAGE_DEPTHS
-        if s * slot_bytes(q, tok) <= SHARED_MAX
+        if fits(q, tok, s)
     )
 
 
