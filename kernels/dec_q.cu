@@ -69,15 +69,12 @@ template <int HB, int OFF> struct Dec4 {
     if constexpr (HB > 0) g.h = p.qh + band_base(n_mt, p.kpad / 8 * HB) + lane * 16;
     g.s = p.sc + band_base(n_mt, p.kpad / 32) + lane * 16;
   }
-  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 sm) {
+  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 sm, bool ok) {
 #pragma unroll
-    for (int j = 0; j < 2; ++j) cp_async16(sm + j * 512 + lane * 16, g.q + st * 1024 + j * 512);
-    if constexpr (HB == 1) {
-      if (lane < 16) cp_async16(sm + 1024 + lane * 16, g.h + st * 256);
-    } else if constexpr (HB == 2) {
-      cp_async16(sm + 1024 + lane * 16, g.h + st * 512);
-    }
-    if (lane < 4) cp_async16(sm + 1024 + 16 * QH_B + lane * 16, g.s + st * 64);
+    for (int j = 0; j < 2; ++j) cp_async16_if(sm + j * 512 + lane * 16, g.q + st * 1024 + j * 512, ok);
+    if constexpr (HB == 1) cp_async16_if(sm + 1024 + lane * 16, g.h + st * 256, ok && lane < 16);
+    if constexpr (HB == 2) cp_async16_if(sm + 1024 + lane * 16, g.h + st * 512, ok);
+    cp_async16_if(sm + 1024 + 16 * QH_B + lane * 16, g.s + st * 64, ok && lane < 4);
   }
   __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
     const int gid = lane >> 2;
@@ -133,10 +130,10 @@ template <> struct Dec<QT_NVFP4> : Dec4<0, 0> {
     g.q = p.qs + band_base(n_mt, p.kpad / 2) + lane * 16;
     g.s = p.sc + band_base(n_mt, p.kpad / 16) + lane * 16;
   }
-  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 sm) {
+  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 sm, bool ok) {
 #pragma unroll
-    for (int j = 0; j < 2; ++j) cp_async16(sm + j * 512 + lane * 16, g.q + st * 1024 + j * 512);
-    if (lane < 8) cp_async16(sm + 1024 + lane * 16, g.s + st * 128);
+    for (int j = 0; j < 2; ++j) cp_async16_if(sm + j * 512 + lane * 16, g.q + st * 1024 + j * 512, ok);
+    cp_async16_if(sm + 1024 + lane * 16, g.s + st * 128, ok && lane < 8);
   }
   __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
     const int gid = lane >> 2;
@@ -180,10 +177,10 @@ template <> struct Dec<QT_W8> {
     g.q = p.qs + band_base(n_mt, p.kpad) + lane * 16;
     g.s = p.sc + band_base(n_mt, p.kpad / 16) + lane * 16;
   }
-  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 sm) {
+  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 sm, bool ok) {
 #pragma unroll
-    for (int m = 0; m < 4; ++m) cp_async16(sm + m * 512 + lane * 16, g.q + st * 2048 + m * 512);
-    if (lane < 8) cp_async16(sm + 2048 + lane * 16, g.s + st * 128);
+    for (int m = 0; m < 4; ++m) cp_async16_if(sm + m * 512 + lane * 16, g.q + st * 2048 + m * 512, ok);
+    cp_async16_if(sm + 2048 + lane * 16, g.s + st * 128, ok && lane < 8);
   }
   __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
     const int gid = lane >> 2;
@@ -231,9 +228,9 @@ template <> struct Dec<QT_BF16> {
   __device__ __forceinline__ static void src(const WPlanes& p, int n_mt, int lane, Src& g) {
     g.q = p.qs + band_base(n_mt, p.kpad * 2) + lane * 16;
   }
-  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 sm) {
+  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 sm, bool ok) {
 #pragma unroll
-    for (int m = 0; m < 8; ++m) cp_async16(sm + m * 512 + lane * 16, g.q + st * 4096 + m * 512);
+    for (int m = 0; m < 8; ++m) cp_async16_if(sm + m * 512 + lane * 16, g.q + st * 4096 + m * 512, ok);
   }
   __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
 #pragma unroll
@@ -315,42 +312,44 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
   for (int mt = 0; mt < MT; ++mt) D::src(p, n_w + 16 * mt, lane, src[mt]);
   const u32 sm0 = smem_u32(smem);
   const u32 w_off = WK * XT + warp * MT * D::WBYTES;
-  // x chunks (16 bytes = 8 k) of this k-group's tile that this lane copies each stage.
+  // x chunks (16 bytes = 8 k) of this k-group's tile that this lane copies each stage:
+  // chunk r is token row (c0 >> 4) + 2 WR r of the tile at column 8 (c0 & 15) of the
+  // stage; rows past the tile's tokens are not copied (their B columns are zeros).
   constexpr int XCH = (TT * 16 + 32 * WR - 1) / (32 * WR);
-  int x_off[XCH];  // element offset in x of the chunk's first column, -1: none
-  int x_col[XCH];  // that column within the stage (0, 8, ..., 120)
-  u32 xs_off[XCH];
-#pragma unroll
-  for (int r = 0; r < XCH; ++r) {
-    const int c = wr * 32 + lane + r * 32 * WR;
-    x_off[r] = c < txc * 16 ? (t0 + (c >> 4)) * K + (c & 15) * 8 : -1;
-    x_col[r] = (c & 15) * 8;
-    xs_off[r] = grp * XT + (c >> 4) * DEC_XS + (c & 15) * 16;
-  }
+  const int c0 = wr * 32 + lane;
+  const bf16_t* xg = x + (size_t)(t0 + min(c0 >> 4, txc - 1)) * K + (c0 & 15) * 8;
+  const u32 xs0 = grp * XT + (c0 >> 4) * DEC_XS + (c0 & 15) * 16;
 
   auto issue = [&](int i, u32 base) {
     const int st = i * WK + grp;
     if (i < iters && st < nst) {
       // Every stage but the one holding column K - 1 is whole: there a chunk is one
-      // cp.async, without the zero-fill arithmetic (issue slots are the decode's bound).
-      const bool whole = vec && (st + 1) * 128 <= K;
+      // cp.async, predicated, without the zero-fill arithmetic (issue slots are the
+      // decode's bound).
+      if (vec && (st + 1) * 128 <= K) {
 #pragma unroll
-      for (int r = 0; r < XCH; ++r) {
-        if (x_off[r] < 0) continue;
-        const int kc = x_col[r] + st * 128;  // column of the chunk in its row
-        const bf16_t* g = x + x_off[r] + st * 128;
-        if (whole) {
-          cp_async16(base + xs_off[r], g);
-        } else if (vec) {
-          const int bytes = max(0, min(16, (K - kc) * 2));  // columns >= K: zero-filled
-          cp_async16(base + xs_off[r], bytes ? g : x, bytes);
-        } else {
-          copy_x8_unaligned(smem + (base - sm0) + xs_off[r], g, kc, K);
+        for (int r = 0; r < XCH; ++r)
+          if (32 * WR * r + 32 * wr < txc * 16)  // some lane of the warp has chunk r
+            cp_async16_if(base + xs0 + r * 2 * WR * DEC_XS, xg + (size_t)r * 2 * WR * K + st * 128,
+                          c0 + 32 * WR * r < txc * 16);
+      } else {
+#pragma unroll
+        for (int r = 0; r < XCH; ++r) {
+          if (c0 + 32 * WR * r >= txc * 16) continue;
+          const int kc = (c0 & 15) * 8 + st * 128;  // column of the chunk in its row
+          const bf16_t* g = xg + (size_t)r * 2 * WR * K + st * 128;
+          const u32 dst = base + xs0 + r * 2 * WR * DEC_XS;
+          if (vec) {
+            const int bytes = max(0, min(16, (K - kc) * 2));  // columns >= K: zero-filled
+            cp_async16(dst, bytes ? g : x, bytes);
+          } else {
+            copy_x8_unaligned(smem + (dst - sm0), g, kc, K);
+          }
         }
       }
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)  // bands past N are not stored (their rows are dropped)
-        if (n_w + 16 * mt < N) D::copy(src[mt], st, lane, base + w_off + mt * D::WBYTES);
+        D::copy(src[mt], st, lane, base + w_off + mt * D::WBYTES, n_w + 16 * mt < N);
     }
     cp_async_commit();  // empty groups too: the wait count below stays uniform
   };
@@ -377,6 +376,7 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
     if (i * WK + grp >= nst) continue;
     const u8* xs = base + grp * XT;
     const u8* ws = base + w_off;
+    const u32 xsa = sm0 + (u32)(xs - smem);
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       u32 b[NT][4][2];
@@ -384,12 +384,12 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
       for (int nt = 0; nt < NT; ++nt) {
         const int tr = 8 * nt + gid;
         if constexpr (D::XNAT) {
-          if (8 * nt < txc) {
+          if (nt == 0 || 8 * nt < txc) {  // a tile has at least one token
             // Lane l addresses token row 8 nt + (l & 7) at k 64 j + 8 (l >> 3) (+ 32 for
             // steps 2, 3); rows past the tile's tokens read its last one (their output
             // columns are dropped).
             const int xr = min(8 * nt + (lane & 7), txc - 1);
-            const u32 xa = smem_u32(xs + xr * DEC_XS + 2 * (64 * j + 8 * (lane >> 3)));
+            const u32 xa = xsa + xr * DEC_XS + 2 * (64 * j + 8 * (lane >> 3));
             ldsm_x4(xa, b[nt][0][0], b[nt][0][1], b[nt][1][0], b[nt][1][1]);
             ldsm_x4(xa + 64, b[nt][2][0], b[nt][2][1], b[nt][3][0], b[nt][3][1]);
           } else {

@@ -9,6 +9,13 @@
 __device__ __forceinline__ void cp_async16(u32 s, const void* g, int bytes = 16) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(g), "r"(bytes));
 }
+// The same, whole, where p holds; a predicated instruction, not a branch (a branch around
+// each copy costs the loop a reconvergence and ptxas's pad before each LDGSTS).
+__device__ __forceinline__ void cp_async16_if(u32 s, const void* g, bool p) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %2, 0;\n @p cp.async.cg.shared.global [%0], [%1], 16;\n}\n" ::"r"(s),
+      "l"(g), "r"((int)p));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
