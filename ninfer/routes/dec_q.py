@@ -70,7 +70,12 @@ class Tile:
 # block at T <= 16 (x staged once for 4 row-warps) 9 % faster for Q4 and Q6. Under
 # N ~ 16k both lose (fewer blocks than the SMs can hide latency with: Q5 [2048,4096]
 # T=1 +35 %, Q4 [14336,5120] T=16 +25 %); between, not measured, the old tiles stay.
+# Q4 at T = 1 under N = 8192 (the third experiment of tiles.json): one m-tile a warp over
+# eight k-groups, half the serial stages a warp, is 5.5 % faster on [6144,5120] and 19 %
+# on [5120,17408]; on [14336,5120] 8 % and on the head 17 % slower. 8192 lies between
+# what was measured; T = 2 ... 8 were not, and keep the row above.
 _HEADS = 131072
+_Q4_T1_WIDE = 8192
 _TILES_4BIT = (
     Tile(8, 1, 2, 1, 4, 3, n_min=_HEADS),
     Tile(8, 1, 1, 1, 8, 3),
@@ -80,7 +85,13 @@ _TILES_4BIT = (
 )
 _T16_HEADS = Tile(16, 2, 2, 4, 1, 3, n_min=_HEADS)
 TILES: dict[QType, tuple[Tile, ...]] = {
-    QType.Q4: (Tile(8, 1, 2, 1, 4, 3), _T16_HEADS, *_TILES_4BIT[2:]),
+    QType.Q4: (
+        Tile(8, 1, 2, 1, 4, 3, n_min=_Q4_T1_WIDE),
+        Tile(1, 1, 1, 1, 8, 3),
+        Tile(8, 1, 2, 1, 4, 3),
+        _T16_HEADS,
+        *_TILES_4BIT[2:],
+    ),
     QType.Q5: _TILES_4BIT,
     QType.Q6: (*_TILES_4BIT[:2], _T16_HEADS, *_TILES_4BIT[2:]),
     QType.NVFP4: _TILES_4BIT,
