@@ -73,7 +73,8 @@ class Tile:
 # Q4 at T = 1 under N = 8192 (the fourth experiment of tiles.json): one m-tile a warp over
 # eight k-groups, half the serial stages a warp, is 5.5 % faster on [6144,5120] and 19 %
 # on [5120,17408]; on [14336,5120] 8 % and on the head 17 % slower. 8192 lies between
-# what was measured; T = 2 ... 8 were not, and keep [8,1,2,1,4,3]. Every ring is 3 deep:
+# what was measured, and K = 1152 was not (the suites' small Q4 weights run it unmeasured
+# at T = 1); T = 2 ... 8 were not, and keep [8,1,2,1,4,3]. Every ring is 3 deep:
 # 4 and 6 (the third experiment) were faster nowhere and slower on 4 and 10 of 36 points.
 _HEADS = 131072
 _Q4_T1_WIDE = 8192
