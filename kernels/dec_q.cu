@@ -276,6 +276,21 @@ __device__ __noinline__ void copy_x8_unaligned(u8* dst, const bf16_t* g, int kc,
   *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+// The ring's barrier, scoped to one k-group: a group's warps read only the x tile its
+// warps copied and the weights each warp copied itself, so the WK groups need not wait for
+// each other every stage (a block-wide barrier ties each stage of all WK x WR warps to the
+// slowest one; at T <= 8, WR = 1, the group is one warp). Barrier 0 is __syncthreads.
+template <int WR, int WK>
+__device__ __forceinline__ void group_sync(int grp) {
+  if constexpr (WK == 1) {
+    __syncthreads();
+  } else if constexpr (WR == 1) {
+    __syncwarp();
+  } else {
+    asm volatile("bar.sync %0, %1;" ::"r"(1 + grp), "n"(32 * WR) : "memory");
+  }
+}
+
 // NT: 8-token MMA column tiles (T tile = 8 NT); MT: 16-row MMA tiles per warp; WR:
 // row-warps sharing a staged x tile; WK: k-groups splitting K; S: ring stages (S - 1 in
 // flight). Dynamic shared memory: max(S * stage bytes, the reduction buffer), see
@@ -288,6 +303,7 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
   using D = Dec<QT>;
   constexpr int NW = WR * WK, R = 16 * MT * WR, TT = 8 * NT;
   static_assert(S >= 3, "the ring needs a stage in flight while one is read");
+  static_assert(WK <= 15, "a named barrier per k-group (ids 1 ... 15)");
   extern __shared__ __align__(16) u8 smem[];
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -368,7 +384,7 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
   u32 rd = 0, wr_slot = (S - 1) * SB;  // byte offsets of the slots read and refilled
   for (int i = 0; i < iters; ++i) {
     cp_async_wait<S - 2>();  // stage i has landed for this thread ...
-    __syncthreads();         // ... and for every thread; stage i-1's readers are done
+    group_sync<WR, WK>(grp);  // ... and for its k-group; stage i-1's readers there are done
     issue(i + S - 1, sm0 + wr_slot);  // refills the slot stage i-1 used
     wr_slot = rd;
     const u8* base = smem + rd;
