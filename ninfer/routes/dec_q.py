@@ -70,12 +70,14 @@ class Tile:
 # block at T <= 16 (x staged once for 4 row-warps) 9 % faster for Q4 and Q6. Under
 # N ~ 16k both lose (fewer blocks than the SMs can hide latency with: Q5 [2048,4096]
 # T=1 +35 %, Q4 [14336,5120] T=16 +25 %); between, not measured, the old tiles stay.
-# Q4 at T = 1 under N = 8192 (the fourth experiment of tiles.json): one m-tile a warp over
-# eight k-groups, half the serial stages a warp, is 5.5 % faster on [6144,5120] and 19 %
-# on [5120,17408]; on [14336,5120] 8 % and on the head 17 % slower. 8192 lies between
-# what was measured, and K = 1152 was not (the suites' small Q4 weights run it unmeasured
-# at T = 1); T = 2 ... 8 were not, and keep [8,1,2,1,4,3]. Every ring is 3 deep:
-# 4 and 6 (the third experiment) were faster nowhere and slower on 4 and 10 of 36 points.
+# Q4 at T <= 4 under N = 8192: one m-tile a warp over eight k-groups, half the serial
+# stages a warp. At T = 1 (the fourth experiment of tiles.json) 5.5 % faster on
+# [6144,5120] and 19 % on [5120,17408]; on [14336,5120] 8 % and on the head 17 % slower,
+# so 8192 (between what was measured) is the seam. With the k-group barrier
+# (experiments/issue26/q4_small_n_exp.yaml) at T = 2 and 4 as well: [5120,17408] -15 % and
+# -6.5 %, [3456,1152] T = 2 -6.4 %; at T = 8 it lost 11-13 % ([6144,5120], [5120,17408]:
+# x staged eight times a block), which keeps [8,1,2,1,4,3]. Every ring is 3 deep: 4 and 6
+# (the third experiment) were faster nowhere and slower on 4 and 10 of 36 points.
 _HEADS = 131072
 _Q4_T1_WIDE = 8192
 _TILES_4BIT = (
@@ -89,7 +91,7 @@ _T16_HEADS = Tile(16, 2, 2, 4, 1, 3, n_min=_HEADS)
 TILES: dict[QType, tuple[Tile, ...]] = {
     QType.Q4: (
         Tile(8, 1, 2, 1, 4, 3, n_min=_Q4_T1_WIDE),
-        Tile(1, 1, 1, 1, 8, 3),
+        Tile(4, 1, 1, 1, 8, 3),
         Tile(8, 1, 2, 1, 4, 3),
         _T16_HEADS,
         *_TILES_4BIT[2:],
