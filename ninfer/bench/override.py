@@ -9,7 +9,7 @@ An override is a JSON object with any of:
   for its compute capability in place of the shipped one;
 - ``"tuning"``: ``{route: {field: value}}``, fields of that launcher's tuning dataclass
   (lists become tuples; ``dec_q``'s ``tiles`` map a format to rows of
-  ``[t_max, nt, mt, wr, wk, s]``, optionally n_min last).
+  ``[t_max, nt, mt, wr, wk, s]``, optionally n_min and n_max after).
 
 A record measured under an override carries it in ``environment.dispatch``; a baseline
 refresh refuses such a record.
@@ -58,7 +58,7 @@ def _tuning(name: str, fields: Any) -> Any:
                 vals[k] = {QType(q): tuple(Tile(*row) for row in rows) for q, rows in v.items()}
             except (AttributeError, TypeError, ValueError) as e:
                 raise OverrideError(
-                    f"tuning.{name}.tiles: expected {{format: [[t_max, nt, mt, wr, wk, s(, n_min)], ...]}},"
+                    f"tuning.{name}.tiles: expected {{format: [[t_max, nt, mt, wr, wk, s(, n_min(, n_max))], ...]}},"
                     f" got {v!r} ({e})"
                 ) from None
         else:

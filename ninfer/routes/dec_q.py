@@ -48,6 +48,10 @@ class Tile:
     wk: int  # k-groups splitting K (reduced in shared memory at the end)
     s: int  # ring stages (s - 1 in flight)
     n_min: int = 0  # the smallest N this tile serves: rows are tried in order
+    n_max: int = 0  # the largest (0: no bound)
+
+    def serves(self, t: int, n: int) -> bool:
+        return t <= self.t_max and n >= self.n_min and (not self.n_max or n <= self.n_max)
 
     @property
     def rows(self) -> int:
@@ -61,7 +65,7 @@ class Tile:
         return ((n + self.rows - 1) // self.rows, (t + 8 * self.nt - 1) // (8 * self.nt), 1)
 
 
-# Per format, by T range (and N where a row says n_min), each within 99 KiB of shared
+# Per format, by T range (and N where a row says n_min or n_max), each within 99 KiB of shared
 # memory: the fastest tile measured on the H200 (evidence:
 # docs/perf/decode_h200/tune_tiled.json@8fe804d, from tools/tune_dec_q.py@423e328).
 # The rows with n_min, since the one-LOP3 decode (docs/perf/decode_h200/tiles.json: tile
@@ -79,7 +83,7 @@ class Tile:
 # x staged eight times a block), which keeps [8,1,2,1,4,3]. Every ring is 3 deep: 4 and 6
 # (the third experiment) were faster nowhere and slower on 4 and 10 of 36 points.
 _HEADS = 131072
-_Q4_T1_WIDE = 8192
+_MID = 8192  # the N seam of the eight-k-group rows at T <= 4 (Q4, W8)
 _TILES_4BIT = (
     Tile(8, 1, 2, 1, 4, 3, n_min=_HEADS),
     Tile(8, 1, 1, 1, 8, 3),
@@ -90,7 +94,7 @@ _TILES_4BIT = (
 _T16_HEADS = Tile(16, 2, 2, 4, 1, 3, n_min=_HEADS)
 TILES: dict[QType, tuple[Tile, ...]] = {
     QType.Q4: (
-        Tile(8, 1, 2, 1, 4, 3, n_min=_Q4_T1_WIDE),
+        Tile(8, 1, 2, 1, 4, 3, n_min=_MID),
         Tile(4, 1, 1, 1, 8, 3),
         Tile(8, 1, 2, 1, 4, 3),
         _T16_HEADS,
@@ -100,6 +104,16 @@ TILES: dict[QType, tuple[Tile, ...]] = {
     QType.Q6: (*_TILES_4BIT[:2], _T16_HEADS, *_TILES_4BIT[2:]),
     QType.NVFP4: _TILES_4BIT,
     QType.W8: (
+        # Eight k-groups at T <= 4 (experiments/issue26/w8_t1_exp.yaml, with the k-group
+        # barrier): at T = 1 7-25 % faster on [2048,4096], [2048,16384], [6144,5120],
+        # [14336,5120], [34816,5120] and the head, [5120,17408] +3 % (unknown); at T = 2 and
+        # 4 on N = 2048 and 14336 faster (8-21 %), on N = 5120 7-18 % slower: 78 KB of ring a
+        # block at T = 4 holds two blocks an SM, and N / 16 = 320 blocks then need a second
+        # wave. T = 2 ... 4 take it up to N = 2048, the largest N measured to gain there, and
+        # from Q4's seam (6144 gained nothing, 14336 did).
+        Tile(4, 1, 1, 1, 8, 3, n_min=_MID),
+        Tile(4, 1, 1, 1, 8, 3, n_max=2048),
+        Tile(1, 1, 1, 1, 8, 3),
         # MT=1: twice the blocks of MT=2; small-N W8 heads ([2048,16384]) starve at N/32.
         Tile(8, 1, 1, 1, 4, 3),
         Tile(16, 2, 2, 2, 2, 3),
@@ -125,7 +139,9 @@ class DecQTuning:
         return ";".join(
             f"{q.value}:"
             + ",".join(
-                f"{t.t_max}/{t.nt}/{t.mt}/{t.wr}/{t.wk}/{t.s}" + (f"@{t.n_min}" if t.n_min else "")
+                f"{t.t_max}/{t.nt}/{t.mt}/{t.wr}/{t.wk}/{t.s}"
+                + (f"@{t.n_min}" if t.n_min else "")
+                + (f"~{t.n_max}" if t.n_max else "")
                 for t in self.tiles[q]
             )
             for q in sorted(self.tiles, key=lambda q: q.value)
@@ -134,7 +150,7 @@ class DecQTuning:
     def tile(self, qtype: QType, t: int, n: int) -> Tile:
         tiles = self.tiles[qtype]
         for tl in tiles:
-            if t <= tl.t_max and n >= tl.n_min:
+            if tl.serves(t, n):
                 return tl
         return tiles[-1]
 
@@ -170,7 +186,7 @@ class DecQ:
     def instances(self, tuning: DecQTuning | None = None) -> tuple[str, ...]:
         tiles = (tuning or self.tuning).tiles
         return tuple(
-            dict.fromkeys(  # a tile shape may serve two rows (n_min)
+            dict.fromkeys(  # a tile shape may serve two rows (n_min, n_max)
                 expr(QTYPE_ID[q], tl)
                 for q in sorted(tiles, key=QTYPE_ID.__getitem__)
                 for tl in tiles[q]

@@ -142,12 +142,13 @@ def test_dec_q_tiles_fit_the_smallest_shared_memory() -> None:
     from ninfer.routes import dec_q
 
     for q in QType:
-        for n in sorted({1, 1 << 20, *(tl.n_min for tl in dec_q.TILES[q])}):
+        bounds = {b for tl in dec_q.TILES[q] for b in (tl.n_min, tl.n_max, tl.n_max + 1) if b}
+        for n in sorted({1, 1 << 20, *bounds}):
             for t in range(1, dec_q.T_MAX + 1):
                 tl = dec_q.tile(q, t, n)
                 need = dec_q.tile_shared_bytes(q, t, tl)
                 assert need <= 99 * 1024, (q, t, tl, need)
-                assert tl.nt * 8 >= t and n >= tl.n_min, (q, t, n, tl)
+                assert tl.nt * 8 >= t and tl.serves(t, n), (q, t, n, tl)
     # one set of seams for the conformance suite: every format's tile changes (Q4's T = 1
     # row adds a seam the others run through too)
     assert set(dec_q.LAUNCHER.t_edges()) == {
@@ -156,12 +157,14 @@ def test_dec_q_tiles_fit_the_smallest_shared_memory() -> None:
 
 
 def test_dec_q_tile_rows_by_n() -> None:
-    # A row with n_min serves N >= n_min only; under it the next row of its T range.
+    # A row with n_min serves N >= n_min only, one with n_max N <= n_max; past the bound
+    # the next row of its T range.
     from ninfer.routes import dec_q
 
     for q in QType:
         for tl in dec_q.TILES[q]:
-            if tl.n_min:
-                assert dec_q.tile(q, tl.t_max, tl.n_min) == tl
-                below = dec_q.tile(q, tl.t_max, tl.n_min - 1)
-                assert below != tl and below.t_max >= tl.t_max, (q, tl, below)
+            for inside, outside in ((tl.n_min, tl.n_min - 1), (tl.n_max, tl.n_max + 1)):
+                if inside:
+                    assert dec_q.tile(q, tl.t_max, inside) == tl
+                    other = dec_q.tile(q, tl.t_max, outside)
+                    assert other != tl and other.t_max >= tl.t_max, (q, tl, other)

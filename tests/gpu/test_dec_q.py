@@ -27,9 +27,10 @@ def _tile_rows() -> list[tuple[QType, int, int, Any]]:
     for q in QTYPES:
         lo = 1
         for tl in dec_q.TILES[q]:
-            n = max(tl.n_min, 4616) + 40  # a partial band of 16 rows and of the block
+            # a partial band of 16 rows and of the block
+            n = tl.n_max - 8 if tl.n_max else max(tl.n_min, 4616) + 40
             out += [(q, n, t, tl) for t in sorted({lo, tl.t_max})]
-            if not tl.n_min:
+            if not (tl.n_min or tl.n_max):
                 lo = tl.t_max + 1
     return out
 
