@@ -9,7 +9,8 @@ An override is a JSON object with any of:
   for its compute capability in place of the shipped one;
 - ``"tuning"``: ``{route: {field: value}}``, fields of that launcher's tuning dataclass
   (lists become tuples; ``dec_q``'s ``tiles`` map a format to rows of
-  ``[t_max, nt, mt, wr, wk, s]``, optionally n_min and n_max after).
+  ``[t_max, nt, mt, wr, wk, s]``, optionally n_min and n_max after; formats not named keep
+  the shipped rows).
 
 A record measured under an override carries it in ``environment.dispatch``; a baseline
 refresh refuses such a record.
@@ -55,7 +56,12 @@ def _tuning(name: str, fields: Any) -> Any:
     for k, v in fields.items():
         if k == "tiles":
             try:
-                vals[k] = {QType(q): tuple(Tile(*row) for row in rows) for q, rows in v.items()}
+                # the formats named replace their rows; the others keep the shipped ones
+                # (an experiment on one format still runs every point of its suite)
+                vals[k] = {
+                    **base.tiles,
+                    **{QType(q): tuple(Tile(*row) for row in rows) for q, rows in v.items()},
+                }
             except (AttributeError, TypeError, ValueError) as e:
                 raise OverrideError(
                     f"tuning.{name}.tiles: expected {{format: [[t_max, nt, mt, wr, wk, s(, n_min(, n_max))], ...]}},"

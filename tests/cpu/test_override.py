@@ -12,7 +12,7 @@ from ninfer import Policy, QType, UnsupportedProblem
 from ninfer.bench import cli
 from ninfer.bench.override import OverrideError, dispatcher_for, load
 from ninfer.ops.dispatch import DEFAULT
-from ninfer.routes import Problem
+from ninfer.routes import Problem, dec_q
 from ninfer.routes.dec_q import Tile
 from ninfer.routes.dq_rs import DqRsTuning
 from ninfer.routes.table import TABLE_DIR
@@ -63,6 +63,10 @@ def test_tuning_fields_reach_the_launchers() -> None:
     )
     assert d.tuning["dq_rs"] == DqRsTuning(nb=2, stage_depths=(4,))
     assert d.tuning["dec_q"].tiles[QType.Q4] == (Tile(64, 8, 1, 8, 1, 3),)
+    # formats the override does not name keep their shipped rows (a W8 point of an
+    # experiment on Q4 tiles failed with a KeyError before)
+    assert d.tuning["dec_q"].tiles[QType.W8] == dec_q.TILES[QType.W8]
+    assert set(d.tuning["dec_q"].tiles) == set(QType)
 
 
 @pytest.mark.parametrize(
