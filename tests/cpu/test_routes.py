@@ -149,8 +149,8 @@ def test_dec_q_tiles_fit_the_smallest_shared_memory() -> None:
                 need = dec_q.tile_shared_bytes(q, t, tl)
                 assert need <= 99 * 1024, (q, t, tl, need)
                 assert tl.nt * 8 >= t and tl.serves(t, n), (q, t, n, tl)
-    # one set of seams for the conformance suite: every format's tile changes (Q4's T = 1
-    # row adds a seam the others run through too)
+    # one set of seams for the conformance suite: every format's tile changes (the Q4 and
+    # W8 rows at T = 1 and 4 add seams the others run through too)
     assert set(dec_q.LAUNCHER.t_edges()) == {
         tl.t_max for ts in dec_q.TILES.values() for tl in ts[:-1]
     }

@@ -20,7 +20,8 @@ def test_dec_q(qtype: QType, n: int, k: int, t: int) -> None:
 
 def _tile_rows() -> list[tuple[QType, int, int, Any]]:
     # Each tile row at the top and bottom of its T range, at an N it serves: the rows with
-    # n_min (the 27B heads' tiles) lie above every conformance SHAPE.
+    # n_min (the 27B heads' tiles) lie above every conformance SHAPE, those with n_max run
+    # just under their bound.
     from ninfer.routes import dec_q
 
     out = []
