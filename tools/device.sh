@@ -26,7 +26,8 @@
 #   ab           --ab HEAD on the planted tree (AB_ROUNDS a side; AB_QTYPE: one format)
 #   planted5 ab5 the same with the 5 % fixture
 #   abref        --ab "$AB_REF" on the unchanged tree (HEAD against an earlier commit;
-#                AB_DISPATCH=file: both sides under that dispatch override)
+#                AB_DISPATCH=file: both sides under that dispatch override; AB_SUITE_FILE=file:
+#                that suite file's points instead of the suite's; AB_QTYPE: one format)
 #   fallback     the no-baseline path (--fallback-ab HEAD) on the planted tree, rendered
 #   asvplanted   asv continuous main -> planted (the bundle's branch) on ASV_BENCH
 #   tests        tests/gpu/test_bench_timer.py and test_gate.py (NINFER_GATE_POWER=1: more)
@@ -172,7 +173,8 @@ for r, v in sorted(by.items()):
       ref=$(git rev-parse -q --verify "${AB_REF:?AB_REF=commit}^{commit}" \
         || git rev-parse -q --verify "origin/$AB_REF^{commit}" || echo "$AB_REF")
       timeout 480 $PY -m ninfer.regress bench --no-plots --ab "$ref" \
-        --ab-rounds "${AB_ROUNDS:-8}" ${AB_DISPATCH:+--dispatch "$AB_DISPATCH"} > "runs/abref_$n.log" 2>&1
+        --ab-rounds "${AB_ROUNDS:-8}" ${AB_DISPATCH:+--dispatch "$AB_DISPATCH"} \
+        ${AB_SUITE_FILE:+--suite-file "$AB_SUITE_FILE"} ${AB_QTYPE:+--qtype "$AB_QTYPE"} > "runs/abref_$n.log" 2>&1
       verdicts $? "runs/abref_$n.log" ;;
     fallback)
       git apply "$(plant planted)" || { echo "patch does not apply" | log; continue; }

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,8 @@ from ..record import Results, ResultsError, key_str, load_baseline, load_results
 from . import tune_cmd
 from .baseline_cmd import cmd_baseline, is_sentence
 from .compare import EXIT_ERROR, EXIT_PASS, Comparison, compare, text_table, with_confirmation
-from .runner import BASELINE_ROUNDS, DEFAULT_ROUNDS, RoundPlan, with_dispatch
+from .noise_cmd import cmd_noise
+from .runner import BASELINE_ROUNDS, DEFAULT_ROUNDS, with_dispatch
 from .session import busy_check as _busy_check
 from .session import gpu_or_exit as _gpu_or_exit
 from .session import measure_or_exit as _measure_or_exit
@@ -113,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="instead: HEAD against REF, all points, interleaved on this GPU")  # fmt: skip
     b.add_argument("--qtype", action="append", choices=QTYPES, default=None,
                    help="with --ab: only this format's points (repeatable; default: all formats)")  # fmt: skip
+    b.add_argument("--suite-file", type=Path, metavar="FILE",
+                   help="with --ab: the points of this suite file (ninfer-bench --suite-file's "
+                   "format, its suite named as the file) instead of --suite's")  # fmt: skip
     b.add_argument("--ab-rounds", type=count_arg(2), default=AB_ROUNDS,
                    help="rounds a side of an A/B")  # fmt: skip
     b.add_argument("--dispatch", type=Path, metavar="FILE",
@@ -302,6 +305,9 @@ def cmd_bench(a: argparse.Namespace) -> int:
     if a.qtype:
         # A gate over part of the suite would pass on the points it never measured.
         raise ResultsError(f"--qtype {' '.join(a.qtype)}: expected with --ab only, got without")
+    if a.suite_file is not None:
+        # Baselines are kept per named suite: other points are an A/B's.
+        raise ResultsError(f"--suite-file {a.suite_file}: expected with --ab only, got without")
     if a.dispatch is not None:
         # A gate or a baseline is the shipped dispatch's: an override is an experiment.
         raise ResultsError(f"--dispatch {a.dispatch}: expected with --ab only, got without")
@@ -337,21 +343,25 @@ def cmd_bench(a: argparse.Namespace) -> int:
 
 
 def cmd_ab(a: argparse.Namespace, mode: str = "ab", gpu: Any = None) -> int:
+    from ..bench.points import load_suite, load_suite_file
     from .ab import run_ab
     from .runner import new_run_dir
 
+    suite_file = getattr(a, "suite_file", None)
+    # Checked before the GPU: a file's points, and its absolute path for side A's worktree.
+    points = load_suite_file(suite_file, suite_file.stem) if suite_file else load_suite(a.suite)
+    suite = str(suite_file.resolve()) if suite_file else a.suite
+    name = suite_file.stem if suite_file else a.suite
     gpu = gpu if gpu is not None else _gpu_or_exit(a)
     dispatch = _dispatch_doc(a.dispatch) if getattr(a, "dispatch", None) is not None else None
-    run_dir = new_run_dir(a.runs, f"ab_{a.suite}")
+    run_dir = new_run_dir(a.runs, f"ab_{name}")
     print(f"run folder: {run_dir}; A = {a.ab}, B = this checkout; {a.ab_rounds} rounds a side")
     only = None
     if a.qtype:
-        from ..bench.points import load_suite
-
-        only = sorted({p.key for p in load_suite(a.suite) if p.key.qtype in a.qtype})
+        only = sorted({p.key for p in points if p.key.qtype in a.qtype})
         if not only:
-            raise ResultsError(f"--qtype {' '.join(a.qtype)}: no point of suite {a.suite} has it")
-    plan = _plan(a, only=only)
+            raise ResultsError(f"--qtype {' '.join(a.qtype)}: no point of suite {name} has it")
+    plan = _plan(a, only=only, suite=suite)
     if dispatch is not None:  # both sides' rounds read one file, by its absolute path
         plan = with_dispatch(run_dir.resolve(), "ab", plan, dispatch)
     A, B, sha = run_ab(run_dir, plan, a.ab_rounds, _repo(), a.ab, _busy_check(a))
@@ -398,53 +408,6 @@ def _verdict(
     doc = verdict.build(c, exit_code=rc, mode=mode, gpu=gpu, message=message, ab_ref=ab_ref,
                         refresh=refresh)  # fmt: skip
     write_text_atomic(run_dir / "verdict.json", json.dumps(doc, indent=1) + "\n")
-
-
-def cmd_noise(a: argparse.Namespace) -> int:
-    from ..record import write_text_atomic
-    from .noise import markdown
-    from .runner import Side, merge_rounds, new_run_dir, run_round, write_points
-
-    if a.from_:
-        groups: dict[str, list[Results]] = {}
-        for p in a.from_:
-            r = load_results(p)
-            groups.setdefault(r.timing.get("memory", "arena"), []).append(r)
-        main = groups.pop("arena", None) or groups.pop(next(iter(groups)))
-        md = markdown(main, {f"{k} layout": v for k, v in groups.items()})
-    else:
-        _gpu_or_exit(a)
-        run_dir = new_run_dir(a.runs, f"noise_{a.suite}")
-        write_points(run_dir, a.suite)
-        modes = ["arena", "pool"] if a.memory == "both" else [a.memory]
-        check = _busy_check(a)
-        paths: dict[str, list[Path]] = {m: [] for m in modes}
-        seed = a.seed if a.seed is not None else int(time.time()) % 1_000_000
-        with (run_dir / "run.log").open("a") as log:
-            for i in range(a.rounds):
-                for mode in modes if i % 2 == 0 else modes[::-1]:
-                    check(log)
-                    print(
-                        f"process {i + 1}/{a.rounds} ({mode}, {a.allocs} allocations)", flush=True
-                    )
-                    plan = RoundPlan(a.suite, a.repeat, a.warmup, a.device, seed + 1000 * i,
-                                     None, ("--allocs", str(a.allocs), "--memory", mode))  # fmt: skip
-                    _, out = run_round(run_dir, plan, i, Side(mode), log)
-                    paths[mode].append(out)
-        res: dict[str, Results] = {}
-        for m in modes:
-            merged = merge_rounds(paths[m], run_dir / f"noise_{m}.json",
-                                  ["ninfer-regress", "noise", m])  # fmt: skip
-            if merged is None:
-                raise ResultsError(f"noise: the {m} processes measured nothing; {run_dir}/run.log")
-            res[m] = merged  # merge renumbers rounds; each keeps its process in its meta
-        main = [res.get("arena") or next(iter(res.values()))]
-        md = markdown(main, {f"{k} layout": [v] for k, v in res.items() if k != "arena"})
-        print(f"noise records: {', '.join(str(run_dir / f'noise_{m}.json') for m in modes)}")
-    print(md)
-    if a.markdown:
-        write_text_atomic(a.markdown, md)
-    return EXIT_PASS
 
 
 def cmd_report(a: argparse.Namespace) -> int:

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from .. import record
-from ..bench.points import load_suite
+from ..bench.points import SUITE_NAMES, load_suite
 from ..progress import Steps
 
 DEFAULT_ROUNDS = 5  # the gate's rounds (docs/regress.md: power and time, measured)
@@ -96,8 +96,8 @@ class RoundPlan:
 def _command(
     plan: RoundPlan, out: Path, index: int, side: Side, only_file: Path | None
 ) -> list[str]:
-    # A suite name, or a suite file of the run's own (the tune command's grid).
-    suite = ["--suite-file" if plan.suite.endswith(".yaml") else "--suite", plan.suite]
+    # A suite name, or a suite file (the tune command's grid, an A/B's --suite-file).
+    suite = ["--suite" if plan.suite in SUITE_NAMES else "--suite-file", plan.suite]
     cmd = [
         sys.executable, "-m", "ninfer.bench", *suite, "--repeat", str(plan.repeat),
         "--warmup", str(plan.warmup), "--device", str(plan.device), "--json-out", str(out),

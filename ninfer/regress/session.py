@@ -52,11 +52,15 @@ def busy_check(a: argparse.Namespace) -> Any:
 
 
 def plan(
-    a: argparse.Namespace, only: list[Any] | None = None, extra: tuple[str, ...] = ()
+    a: argparse.Namespace,
+    only: list[Any] | None = None,
+    extra: tuple[str, ...] = (),
+    suite: str | None = None,
 ) -> RoundPlan:
+    """The rounds' plan; ``suite``: a suite file's path in place of ``--suite``'s name."""
     if a.seed is None:
         a.seed = int(time.time()) % 1_000_000
-    return RoundPlan(a.suite, a.repeat, a.warmup, a.device, a.seed, only, extra)
+    return RoundPlan(suite or a.suite, a.repeat, a.warmup, a.device, a.seed, only, extra)
 
 
 def measure_or_exit(

@@ -195,3 +195,81 @@ def test_ab_dispatch_is_checked_before_measuring(
     assert cli.main([*argv, "--runs", str(tmp_path)]) == 2
     assert message in capsys.readouterr().err
     assert not list(tmp_path.iterdir()), "a run folder was made"
+
+
+def _suite_file(tmp_path: Path, name: str = "nvfp4_heads") -> Path:
+    f = tmp_path / f"{name}.yaml"
+    f.write_text(
+        json.dumps(
+            {
+                "suite": "nvfp4_heads",
+                "policy": "a16",
+                "t_classes": {"dec": [1, 16]},
+                "entries": [
+                    {"label": "h", "qtype": "nvfp4", "n": 248320, "k": 5120, "t_class": "dec"},
+                    {"label": "m", "qtype": "q4", "n": 6144, "k": 5120, "t_class": "dec"},
+                ],
+            }
+        )
+    )
+    return f
+
+
+def test_ab_suite_file_measures_its_points(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--ab --suite-file: points no named suite has (the suites hold no NVFP4 weight), the
+    file by its absolute path (side A runs in its worktree), --qtype within it."""
+    from ninfer.regress import cli
+    from ninfer.regress.runner import Side, _command
+
+    seen = _stopped_ab(monkeypatch)
+    f = _suite_file(tmp_path)
+    argv = [
+        "bench",
+        "--ab",
+        "HEAD",
+        "--suite-file",
+        str(f),
+        "--qtype",
+        "nvfp4",
+        "--runs",
+        str(tmp_path / "runs"),
+    ]
+    assert cli.main(argv) == 2
+    assert "stopped by the test" in capsys.readouterr().err
+    plan = seen["plan"]
+    assert plan.suite == str(f.resolve())  # type: ignore[attr-defined]
+    assert {(k.qtype, k.n, k.t) for k in plan.only} == {("nvfp4", 248320, 1), ("nvfp4", 248320, 16)}  # type: ignore[attr-defined]
+    cmd = _command(plan, tmp_path / "r.json", 0, Side("A", tmp_path), None)  # type: ignore[arg-type]
+    assert cmd[cmd.index("--suite-file") + 1] == str(f.resolve()) and "--suite" not in cmd
+    assert [d.name.split("_2")[0] for d in (tmp_path / "runs").iterdir()] == ["ab_nvfp4_heads"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["bench", "--suite-file", "{f}"], "expected with --ab only"),
+        (["bench", "--ab", "HEAD", "--suite-file", "{bad}"], "expected 'other' (the file name)"),
+        (["bench", "--ab", "HEAD", "--suite-file", "/nonexistent/x.yaml"], "no such file"),
+    ],
+)
+def test_ab_suite_file_is_checked_before_measuring(
+    argv: list[str],
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from ninfer.regress import ab, cli
+
+    def no_gpu(a: object) -> None:
+        raise AssertionError("looked for a GPU")
+
+    monkeypatch.setattr(cli, "_gpu_or_exit", no_gpu)
+    monkeypatch.setattr(ab, "run_ab", no_gpu)
+    files = {"{f}": str(_suite_file(tmp_path)), "{bad}": str(_suite_file(tmp_path, "other"))}
+    runs = tmp_path / "runs"
+    assert cli.main([files.get(x, x) for x in argv] + ["--runs", str(runs)]) == 2
+    assert message in capsys.readouterr().err
+    assert not runs.exists(), "a run folder was made"
