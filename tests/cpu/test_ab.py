@@ -171,32 +171,6 @@ def test_ab_dispatch_puts_both_sides_under_one_override(
     assert table.is_absolute() and table.read_text().startswith("{")
 
 
-@pytest.mark.parametrize(
-    ("argv", "message"),
-    [
-        (["bench", "--dispatch", "x.json"], "expected with --ab only"),
-        (["bench", "--ab", "HEAD", "--dispatch", "/nonexistent/x.json"], "--dispatch /nonexistent"),
-    ],
-)
-def test_ab_dispatch_is_checked_before_measuring(
-    argv: list[str],
-    message: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    from ninfer.regress import ab, cli
-
-    def no_ab(*args: object, **kw: object) -> None:
-        raise AssertionError("measured")
-
-    monkeypatch.setattr(cli, "_gpu_or_exit", lambda a: None)
-    monkeypatch.setattr(ab, "run_ab", no_ab)
-    assert cli.main([*argv, "--runs", str(tmp_path)]) == 2
-    assert message in capsys.readouterr().err
-    assert not list(tmp_path.iterdir()), "a run folder was made"
-
-
 def _suite_file(tmp_path: Path, name: str = "nvfp4_heads") -> Path:
     f = tmp_path / f"{name}.yaml"
     f.write_text(
@@ -249,12 +223,14 @@ def test_ab_suite_file_measures_its_points(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
+        (["bench", "--dispatch", "x.json"], "expected with --ab only"),
+        (["bench", "--ab", "HEAD", "--dispatch", "/nonexistent/x.json"], "--dispatch /nonexistent"),
         (["bench", "--suite-file", "{f}"], "expected with --ab only"),
         (["bench", "--ab", "HEAD", "--suite-file", "{bad}"], "expected 'other' (the file name)"),
         (["bench", "--ab", "HEAD", "--suite-file", "/nonexistent/x.yaml"], "no such file"),
     ],
 )
-def test_ab_suite_file_is_checked_before_measuring(
+def test_ab_options_are_checked_before_measuring(
     argv: list[str],
     message: str,
     tmp_path: Path,
@@ -263,11 +239,11 @@ def test_ab_suite_file_is_checked_before_measuring(
 ) -> None:
     from ninfer.regress import ab, cli
 
-    def no_gpu(a: object) -> None:
-        raise AssertionError("looked for a GPU")
+    def no_ab(*args: object, **kw: object) -> None:
+        raise AssertionError("measured")
 
-    monkeypatch.setattr(cli, "_gpu_or_exit", no_gpu)
-    monkeypatch.setattr(ab, "run_ab", no_gpu)
+    monkeypatch.setattr(cli, "_gpu_or_exit", lambda a: None)
+    monkeypatch.setattr(ab, "run_ab", no_ab)
     files = {"{f}": str(_suite_file(tmp_path)), "{bad}": str(_suite_file(tmp_path, "other"))}
     runs = tmp_path / "runs"
     assert cli.main([files.get(x, x) for x in argv] + ["--runs", str(runs)]) == 2
