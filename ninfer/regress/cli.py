@@ -347,11 +347,12 @@ def cmd_ab(a: argparse.Namespace, mode: str = "ab", gpu: Any = None) -> int:
     from .ab import run_ab
     from .runner import new_run_dir
 
-    suite_file = getattr(a, "suite_file", None)
     # Checked before the GPU: a file's points, and its absolute path for side A's worktree.
-    points = load_suite_file(suite_file, suite_file.stem) if suite_file else load_suite(a.suite)
-    suite = str(suite_file.resolve()) if suite_file else a.suite
-    name = suite_file.stem if suite_file else a.suite
+    if a.suite_file is not None:
+        points = load_suite_file(a.suite_file, a.suite_file.stem)
+        suite, name = str(a.suite_file.resolve()), a.suite_file.stem
+    else:
+        points, suite, name = load_suite(a.suite), a.suite, a.suite
     gpu = gpu if gpu is not None else _gpu_or_exit(a)
     dispatch = _dispatch_doc(a.dispatch) if getattr(a, "dispatch", None) is not None else None
     run_dir = new_run_dir(a.runs, f"ab_{name}")
