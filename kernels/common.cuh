@@ -112,6 +112,27 @@ __device__ __forceinline__ u32 e4m3_up(u32 c) {
   const u32 b = ((c & 0x7Fu) << 4) | ((c & 0x80u) << 8);
   return bf2_fma(bf2_fma(b * 0x10001u, UP, BF2_NEG_ZERO), UP, BF2_NEG_ZERO);
 }
+// A BF16 pair's low (high) half in both halves, as PTX half moves: ptxas can take them as
+// an operand's .H0_H0 (.H1_H1) selection in the BF16 multiply that uses them (a PRMT it
+// does not fold).
+__device__ __forceinline__ u32 bf2_lo2(u32 p) {
+  u32 d;
+  asm("{ .reg .b16 l, h; mov.b32 {l, h}, %1; mov.b32 %0, {l, l}; }" : "=r"(d) : "r"(p));
+  return d;
+}
+__device__ __forceinline__ u32 bf2_hi2(u32 p) {
+  u32 d;
+  asm("{ .reg .b16 l, h; mov.b32 {l, h}, %1; mov.b32 %0, {h, h}; }" : "=r"(d) : "r"(p));
+  return d;
+}
+// Two scale bytes at once: bytes 0 and 2 of c (bytes 1 and 3 are masked off) as the BF16
+// pair (e4m3_up(byte 0) low, e4m3_up(byte 2) high), each half bit for bit e4m3_up's (the
+// shifts stay inside a half, the multiplies are per half): two scales for the price of one.
+__device__ __forceinline__ u32 e4m3x2_up(u32 c) {
+  constexpr u32 UP = 0x7B007B00u;
+  const u32 b = ((c & 0x007F007Fu) << 4) | ((c & 0x00800080u) << 8);
+  return bf2_fma(bf2_fma(b, UP, BF2_NEG_ZERO), UP, BF2_NEG_ZERO);
+}
 
 // (x & m) | c in one LOP3: m in a register (nib_mask) and c an immediate; with both
 // immediates ptxas emits two LOP3s (one immediate operand each).

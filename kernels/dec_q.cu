@@ -143,7 +143,11 @@ template <> struct Dec<QT_NVFP4> : Dec4<0, 0> {
     for (int i = 0; i < 2; ++i) {
       const u32 b = lds4(sm + 1024 + (gid + 8 * i) * 8 + j * 4);  // groups 4 j .. 4 j + 3
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) w.s2[i][ks] = e4m3_up(b >> (8 * ks));
+      for (int o = 0; o < 2; ++o) {  // k steps o and o + 2 as one pair, then each half splat
+        const u32 s = e4m3x2_up(b >> (8 * o));
+        w.s2[i][o] = bf2_lo2(s);
+        w.s2[i][o + 2] = bf2_hi2(s);
+      }
     }
   }
   // The pair's E2M1 codes (nib_pair) as BF16 bits (e2m1_bf2), times the scale times 2^118:
