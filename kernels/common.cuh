@@ -98,20 +98,10 @@ __device__ __forceinline__ u32 bf2_fma(u32 a, u32 b, u32 c) {
 }
 constexpr u32 BF2_MAGIC = 0x43004300u, BF2_ONE = 0x3F803F80u, BF2_NEG_ZERO = 0x80008000u;
 
-// NVFP4 operands carry 2^-8 (dq_rs's rs_frag, dec_q's Dec<QT_NVFP4>: e2m1 x e4m3_up);
+// NVFP4 operands carry 2^-8 (dq_rs's rs_frag, dec_q's Dec<QT_NVFP4>: e2m1 x e4m3x2_up);
 // the store multiplies it back with the tensor scale. Powers of two: the FP32 sums are
 // the unscaled ones times 2^-8, bit for bit.
 constexpr float NVFP4_DOWN = 256.f;
-// An E4M3 scale byte times 2^118 as a BF16 pair (exact: 4 significant bits, at most
-// 448 * 2^118 < 2^127). Its bits (e: 4, m: 3) placed at BF16's exponent LSBs and
-// mantissa MSBs are the value times 2^-120, the same for a subnormal E4M3 (e = 0), which
-// lands on a BF16 subnormal; two exact BF16 multiplies by 2^119 follow. BF16 arithmetic
-// keeps subnormals; FP32's would not: CuPy compiles with -ftz=true.
-__device__ __forceinline__ u32 e4m3_up(u32 c) {
-  constexpr u32 UP = 0x7B007B00u;  // BF16 2^119 (exponent field 246) in both halves
-  const u32 b = ((c & 0x7Fu) << 4) | ((c & 0x80u) << 8);
-  return bf2_fma(bf2_fma(b * 0x10001u, UP, BF2_NEG_ZERO), UP, BF2_NEG_ZERO);
-}
 // A BF16 pair's low (high) half in both halves, as PTX half moves: ptxas can take them as
 // an operand's .H0_H0 (.H1_H1) selection in the BF16 multiply that uses them (a PRMT it
 // does not fold).
@@ -125,11 +115,15 @@ __device__ __forceinline__ u32 bf2_hi2(u32 p) {
   asm("{ .reg .b16 l, h; mov.b32 {l, h}, %1; mov.b32 %0, {h, h}; }" : "=r"(d) : "r"(p));
   return d;
 }
-// Two scale bytes at once: bytes 0 and 2 of c (bytes 1 and 3 are masked off) as the BF16
-// pair (e4m3_up(byte 0) low, e4m3_up(byte 2) high), each half bit for bit e4m3_up's (the
-// shifts stay inside a half, the multiplies are per half): two scales for the price of one.
+// Two E4M3 scale bytes, bytes 0 and 2 of c (bytes 1 and 3 are masked off), each times
+// 2^118, as the BF16 pair (byte 0's low, byte 2's high); exact: 4 significant bits, at most
+// 448 * 2^118 < 2^127. A byte's bits (e: 4, m: 3) placed at BF16's exponent LSBs and
+// mantissa MSBs are its value times 2^-120, the same for a subnormal E4M3 (e = 0), which
+// lands on a BF16 subnormal; two exact BF16 multiplies by 2^119 follow. BF16 arithmetic
+// keeps subnormals; FP32's would not: CuPy compiles with -ftz=true. Two scales for the
+// price of one (the shifts stay inside a half; bf2_lo2 / bf2_hi2 give each row its pair).
 __device__ __forceinline__ u32 e4m3x2_up(u32 c) {
-  constexpr u32 UP = 0x7B007B00u;
+  constexpr u32 UP = 0x7B007B00u;  // BF16 2^119 (exponent field 246) in both halves
   const u32 b = ((c & 0x007F007Fu) << 4) | ((c & 0x00800080u) << 8);
   return bf2_fma(bf2_fma(b, UP, BF2_NEG_ZERO), UP, BF2_NEG_ZERO);
 }
@@ -203,7 +197,7 @@ __device__ __forceinline__ float i8_float(u32 wx, int b) {
 // An E2M1 code pair at bits 0..3 and 16..19 of c (the rest zero) as BF16 pair bits:
 // c * 0x1040 = c << 6 + c << 12 (the copies do not overlap) moves each magnitude (e1 e0 m)
 // to BF16 bits 8..6 and the sign to bit 15, the value times 2^-126 (e = 0, the subnormal
-// 0.5, included). One fma by the group's scale times 2^118 (e4m3_up) then gives the
+// 0.5, included). One fma by the group's scale times 2^118 (e4m3x2_up) then gives the
 // weight times 2^-8, exact (<= 6 significant bits, no overflow: 448 < 2^9).
 __device__ __forceinline__ u32 e2m1_bf2(u32 c) { return (c * 0x1040u) & 0x81C081C0u; }
 

@@ -112,7 +112,7 @@ template <> struct Dec<QT_Q5> : Dec4<1, 16> {};
 template <> struct Dec<QT_Q6> : Dec4<2, 32> {};
 
 // NVFP4: the nibble plane and k ownership of Q4; a k step is one group (16 k), its E4M3
-// scale folded into A (e4m3_up: exact, the operands carry 2^-8, multiplied back at the
+// scale folded into A (e4m3x2_up: exact, the operands carry 2^-8, multiplied back at the
 // store with the tensor scale).
 template <> struct Dec<QT_NVFP4> : Dec4<0, 0> {
   static constexpr int GSTEP = 0;
