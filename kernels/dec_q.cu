@@ -346,19 +346,22 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
       // Every stage but the one holding column K - 1 is whole: there a chunk is one
       // cp.async, predicated, without the zero-fill arithmetic (issue slots are the
       // decode's bound).
+      // Chunk r: its source, its slot, whether this lane copies it.
+      auto g_of = [&](int r) { return xg + (size_t)r * 2 * WR * K + st * 128; };
+      auto dst_of = [&](int r) { return base + xs0 + r * 2 * WR * DEC_XS; };
+      auto mine = [&](int r) { return c0 + 32 * WR * r < txc * 16; };
       if (vec && (st + 1) * 128 <= K) {
 #pragma unroll
         for (int r = 0; r < XCH; ++r)
           if (32 * WR * r + 32 * wr < txc * 16)  // some lane of the warp has chunk r
-            cp_async16_if(base + xs0 + r * 2 * WR * DEC_XS, xg + (size_t)r * 2 * WR * K + st * 128,
-                          c0 + 32 * WR * r < txc * 16);
+            cp_async16_if(dst_of(r), g_of(r), mine(r));
       } else {
 #pragma unroll
         for (int r = 0; r < XCH; ++r) {
-          if (c0 + 32 * WR * r >= txc * 16) continue;
+          if (!mine(r)) continue;
           const int kc = (c0 & 15) * 8 + st * 128;  // column of the chunk in its row
-          const bf16_t* g = xg + (size_t)r * 2 * WR * K + st * 128;
-          const u32 dst = base + xs0 + r * 2 * WR * DEC_XS;
+          const bf16_t* g = g_of(r);
+          const u32 dst = dst_of(r);
           if (vec) {
             const int bytes = max(0, min(16, (K - kc) * 2));  // columns >= K: zero-filled
             cp_async16(dst, bytes ? g : x, bytes);
