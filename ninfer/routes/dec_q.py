@@ -94,10 +94,13 @@ _TILES_4BIT = (
 _T16_HEADS = Tile(16, 2, 2, 4, 1, 3, n_min=_HEADS)
 TILES: dict[QType, tuple[Tile, ...]] = {
     QType.Q4: (
-        Tile(8, 1, 2, 1, 4, 3, n_min=_MID),
+        Tile(7, 1, 2, 1, 4, 3, n_min=_MID),
         Tile(4, 1, 1, 1, 8, 3),
-        Tile(8, 1, 2, 1, 4, 3),
+        # The heads' 128-row tile from T = 8 (experiments/issue26/t5_11_exp.yaml,
+        # heads_r128_t5): T = 8 9-16 % faster on both heads; from T = 5 it lost 10 % at
+        # T = 5 on [131072,5120].
         _T16_HEADS,
+        Tile(8, 1, 2, 1, 4, 3),
         *_TILES_4BIT[2:],
     ),
     QType.Q5: _TILES_4BIT,
@@ -111,11 +114,18 @@ TILES: dict[QType, tuple[Tile, ...]] = {
         # block at T = 4 holds two blocks an SM, and N / 16 = 320 blocks then need a second
         # wave. T = 2 ... 4 take it up to N = 2048, the largest N measured to gain there, and
         # from Q4's seam (6144 gained nothing, 14336 did).
-        Tile(4, 1, 1, 1, 8, 3, n_min=_MID),
+        # To T = 7 from N = 8192 (t5_11_exp.yaml, w8_wk8_t7): T = 5 ... 7 6-11 % faster on
+        # [14336,5120], [34816,5120] and [131072,5120]; T = 8 the same.
+        Tile(7, 1, 1, 1, 8, 3, n_min=_MID),
         Tile(4, 1, 1, 1, 8, 3, n_max=2048),
         Tile(1, 1, 1, 1, 8, 3),
         # MT=1: twice the blocks of MT=2; small-N W8 heads ([2048,16384]) starve at N/32.
         Tile(8, 1, 1, 1, 4, 3),
+        # Under N = 8192, T = 9 ... 16 as one row-warp over four k-groups (t5_11_exp.yaml,
+        # w8_t16_k4): 15-37 % faster at T = 9 ... 11 on [2048,4096], [5120,10240],
+        # [5120,17408]; on [14336,5120] and up 22-54 % slower (x staged by 16-row blocks).
+        # The 64-row tile gives N / 64 blocks, fewer than the 132 SMs under N = 8448.
+        Tile(16, 2, 1, 1, 4, 3, n_max=_MID),
         Tile(16, 2, 2, 2, 2, 3),
         Tile(32, 4, 2, 4, 1, 3),
         Tile(64, 8, 1, 4, 1, 3),
