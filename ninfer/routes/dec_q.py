@@ -121,11 +121,12 @@ TILES: dict[QType, tuple[Tile, ...]] = {
         Tile(1, 1, 1, 1, 8, 3),
         # MT=1: twice the blocks of MT=2; small-N W8 heads ([2048,16384]) starve at N/32.
         Tile(8, 1, 1, 1, 4, 3),
-        # Under N = 8192, T = 9 ... 16 as one row-warp over four k-groups (t5_11_exp.yaml,
+        # To N = 6144, T = 9 ... 16 as one row-warp over four k-groups (t5_11_exp.yaml,
         # w8_t16_k4): 15-37 % faster at T = 9 ... 11 on [2048,4096], [5120,10240],
         # [5120,17408]; on [14336,5120] and up 22-54 % slower (x staged by 16-row blocks).
-        # The 64-row tile gives N / 64 blocks, fewer than the 132 SMs under N = 8448.
-        Tile(16, 2, 1, 1, 4, 3, n_max=_MID),
+        # t5_11_check_exp.yaml (vm:dfb34b3e): [4608,4608] 7-15 % faster, [6144,5120] the
+        # same, [8192,5120] 15-25 % slower, hence the bound.
+        Tile(16, 2, 1, 1, 4, 3, n_max=6144),
         Tile(16, 2, 2, 2, 2, 3),
         Tile(32, 4, 2, 4, 1, 3),
         Tile(64, 8, 1, 4, 1, 3),
@@ -163,6 +164,28 @@ class DecQTuning:
             if tl.serves(t, n):
                 return tl
         return tiles[-1]
+
+    def row_points(self, qtype: QType) -> dict[Tile, list[tuple[int, int]]]:
+        """Each row's lowest and highest T that select it, as (T, N), each at the smallest
+        N that does; a row no (T, N) selects (shadowed by the rows before it) maps to [].
+
+        N runs over partial bands just inside and outside every row's N bounds and 4656 (a
+        partial band of 16 and of every block), so a row cut off by the bounds of another
+        is found where it is in effect (the conformance suite runs these points)."""
+        tiles = self.tiles[qtype]
+        ns = {4656}
+        for tl in tiles:
+            ns |= {tl.n_min + 40, tl.n_min - 8} if tl.n_min else set()
+            ns |= {tl.n_max - 8, tl.n_max + 40} if tl.n_max else set()
+        out: dict[Tile, list[tuple[int, int]]] = {tl: [] for tl in tiles}
+        for tl in tiles:
+            ts = {
+                t: min(n for n in ns if self.tile(qtype, t, n) == tl)
+                for t in range(1, tl.t_max + 1)
+                if any(self.tile(qtype, t, n) == tl for n in ns)
+            }
+            out[tl] = [(t, ts[t]) for t in sorted({min(ts), max(ts)})] if ts else []
+        return out
 
 
 DEFAULT = DecQTuning()

@@ -168,3 +168,20 @@ def test_dec_q_tile_rows_by_n() -> None:
                     assert dec_q.tile(q, tl.t_max, inside) == tl
                     other = dec_q.tile(q, tl.t_max, outside)
                     assert other != tl and other.t_max >= tl.t_max, (q, tl, other)
+
+
+def test_every_dec_q_tile_row_is_selected_somewhere() -> None:
+    # A row the rows before it shadow at every T and N is dead data; the conformance suite
+    # runs each row at the T and N row_points gives, where tile() must pick that row.
+    from ninfer.routes import dec_q
+
+    for q in QType:
+        for tl, points in dec_q.DEFAULT.row_points(q).items():
+            assert points, (q, tl)
+            for t, n in points:
+                assert dec_q.tile(q, t, n) == tl and tl.serves(t, n), (q, tl, t, n)
+    # a shadowed row is reported as such
+    shadowed = dec_q.DecQTuning(
+        {QType.Q4: (dec_q.Tile(8, 1, 1, 1, 4, 3), dec_q.Tile(4, 1, 1, 1, 8, 3))}
+    )
+    assert shadowed.row_points(QType.Q4)[dec_q.Tile(4, 1, 1, 1, 8, 3)] == []

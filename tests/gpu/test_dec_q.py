@@ -19,21 +19,17 @@ def test_dec_q(qtype: QType, n: int, k: int, t: int) -> None:
 
 
 def _tile_rows() -> list[tuple[QType, int, int, Any]]:
-    # Each tile row at the top and bottom of its T range, at an N it serves: the rows with
-    # n_min (the 27B heads' tiles) lie above every conformance SHAPE, those with n_max run
-    # just under their bound.
+    # Each tile row at the lowest and highest T that select it, at an N that does (the
+    # 27B heads' rows above every conformance SHAPE, the n_max rows just under their bound);
+    # a row nothing selects gets N = 0 and fails below.
     from ninfer.routes import dec_q
 
-    out = []
-    for q in QTYPES:
-        lo = 1
-        for tl in dec_q.TILES[q]:
-            # a partial band of 16 rows and of the block
-            n = tl.n_max - 8 if tl.n_max else max(tl.n_min, 4616) + 40
-            out += [(q, n, t, tl) for t in sorted({lo, tl.t_max})]
-            if not (tl.n_min or tl.n_max):
-                lo = tl.t_max + 1
-    return out
+    return [
+        (q, n, t, tl)
+        for q in QTYPES
+        for tl, points in dec_q.DEFAULT.row_points(q).items()
+        for t, n in points or [(tl.t_max, 0)]
+    ]
 
 
 @pytest.mark.parametrize(("qtype", "n", "t", "row"), _tile_rows(), ids=str)
