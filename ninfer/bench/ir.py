@@ -39,7 +39,7 @@ T_SCAN = 4096  # past every route edge and tile step; a T range reaching it prin
 COLUMNS = [
     *("arch", "route", "kernel", "expr", "template_args", "mangled", "qtypes", "policies", "t"),
     *("ptx", "sass", "ptx_sha256", "sass_sha256", "regs", "stack", "local", "shared"),
-    *("ldl_stl", "sass_instrs", "compiler", "options"),
+    *("ldl_stl", "sass_instrs", "loop_instrs", "compiler", "options"),
 ]
 Compiled = tuple[str, bytes, dict[str, str], str, tuple[str, ...]]  # ptx cubin names by opts
 
@@ -180,6 +180,22 @@ def split_sass(text: str) -> dict[str, list[str]]:
             cur = out.setdefault(m.group(2), []) if m.group(1) else []
         cur.append(re.sub(r"^\s*/\*[0-9a-f]+\*/", "        ", ln).rstrip())
     return {n: _renumber("\n".join(ls).strip("\n").splitlines()) for n, ls in out.items()}
+
+
+def loop_instrs(sass: str) -> int:
+    """SASS instructions of the longest loop: from a label to a later branch back to it.
+    The main loop's static length, its rarely taken paths included (a kernel's hot loop is
+    its longest; the counts quoted in docs/perf come from here)."""
+    at: dict[str, int] = {}
+    n = best = 0
+    for ln in sass.splitlines():
+        if m := re.fullmatch(r"\s*(\.L_x_\d+):\s*", ln):
+            at[m.group(1)] = n
+        elif ln.rstrip().endswith(";"):
+            n += 1
+            if (m := re.search(r"\bBRA\b[^;]*\((\.L_x_\d+)\)", ln)) and m.group(1) in at:
+                best = max(best, n - at[m.group(1)])
+    return best
 
 
 def res_usage(cuobjdump: str | None, cubin: Path) -> dict[str, dict[str, str]]:
@@ -325,7 +341,11 @@ def run(out: Path, arch: list[str] | None, compiler: str) -> int:
             ident = [f"sm_{cc}", name, kname, expr, targs, mangled]
             sha = [hashlib.sha256(t.encode()).hexdigest() for t in (ptx_t, sass_t)]
             res = [usage.get(mangled, {}).get(k, "-") for k in ("REG", "STACK", "LOCAL", "SHARED")]
-            counts = [len(re.findall(r"\b(?:LDL|STL)\b", sass_t)), sass_t.count(";\n")]
+            counts = [
+                len(re.findall(r"\b(?:LDL|STL)\b", sass_t)),
+                sass_t.count(";\n"),
+                loop_instrs(sass_t),
+            ]
             uses_ = _use_columns(uses(cc).get((name, expr), []))
             files = [f"{rel}.ptx", f"{rel}.sass", *sha, *res, *map(str, counts)]
             rows.append([*ident, *uses_, *files, comp, " ".join(opts)])
@@ -352,9 +372,10 @@ PTX and SASS of every kernel instance the route table of each arch can launch.
 template argument: `QT` as the QType name (Q4 Q5 Q6 W8 NVFP4 BF16), any other as its
 parameter name in the .cu and value (`TT4`: token tile 4). `index.tsv`: one row per
 instance with the formats, policies and T the route table sends to it, sha256 of both
-files, REG/STACK/LOCAL/SHARED (`cuobjdump -res-usage`), LDL/STL and instruction counts,
-compiler and options. Normalised for diffs: no compiler banners, labels numbered per
-kernel, SASS without addresses or encodings.
+files, REG/STACK/LOCAL/SHARED (`cuobjdump -res-usage`), LDL/STL and instruction counts
+(`loop_instrs`: the longest loop's, the main loop with its edge paths), compiler and
+options. Normalised for diffs: no compiler banners, labels numbered per kernel, SASS
+without addresses or encodings.
 
 A/B: `ninfer-bench ir --arch sm_90 --out irA` at each commit, then `diff -r irA irB`.
 """

@@ -75,12 +75,36 @@ def test_one_ptx_and_sass_per_instance(arch: str, built: Callable[[str], Path]) 
             assert hashlib.sha256(text.encode()).hexdigest() == row[f"{kind}_sha256"]
             assert "/tmp" not in text and "/usr" not in text and "/*0000*/" not in text
         assert f".target sm_{cc}" in (out / row["ptx"]).read_text()
+        sass = (out / row["sass"]).read_text()
+        assert 0 < int(row["loop_instrs"]) < int(row["sass_instrs"]) == sass.count(";\n")
         if row["t"] != "-":  # the T the index names is routed to this very instance
             t = int(row["t"].split("-")[0].split(",")[0].rstrip("+"))
             p = Problem(qt, Policy.A16, 128, 128, t, cc)
             route = select(p)
             assert (route.name, route.launcher.instance(p)) == (row["route"], row["expr"])
     assert arch in (out / "README.md").read_text() and "diff -r" in (out / "README.md").read_text()
+
+
+def test_loop_instrs_counts_the_longest_backward_branch() -> None:
+    sass = """
+        MOV R1, c[0x0][0x28] ;
+.L_x_0:
+        IADD3 R2, R2, 0x1, RZ ;
+.L_x_1:
+        LOP3.LUT R3, R3, R2, RZ, 0xc0, !PT ;
+        ISETP.NE.AND P0, PT, R3, RZ, PT ;
+    @P0 BRA `(.L_x_1) ;
+        ISETP.NE.AND P1, PT, R2, 0x10, PT ;
+    @P1 BRA `(.L_x_0) ;
+    @P1 BRA `(.L_x_2) ;
+        EXIT ;
+.L_x_2:
+        BRA `(.L_x_2);
+"""
+    # .L_x_0 ... its branch: IADD3, LOP3, ISETP, BRA, ISETP, BRA; the forward branch to
+    # .L_x_2 is no loop; the self-loop at the end is one instruction
+    assert ir.loop_instrs(sass) == 6
+    assert ir.loop_instrs("        EXIT ;\n") == 0
 
 
 @needs_tools
