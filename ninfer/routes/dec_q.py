@@ -122,7 +122,7 @@ TILES: dict[QType, tuple[Tile, ...]] = {
         # MT=1: twice the blocks of MT=2; small-N W8 heads ([2048,16384]) starve at N/32.
         Tile(8, 1, 1, 1, 4, 3),
         # To N = 6144, T = 9 ... 16 as one row-warp over four k-groups (t5_11_exp.yaml,
-        # w8_t16_k4): 15-37 % faster at T = 9 ... 11 on [2048,4096], [5120,10240],
+        # w8_t16_k4): 11-37 % faster at T = 9 ... 11 on [2048,4096], [5120,10240],
         # [5120,17408]; on [14336,5120] and up 22-54 % slower (x staged by 16-row blocks).
         # t5_11_check_exp.yaml (vm:dfb34b3e): [4608,4608] 6-15 % faster, [6144,5120] the
         # same; on [8192,5120] the old tile 15-25 % faster, hence the bound.
