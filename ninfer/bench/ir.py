@@ -301,7 +301,8 @@ def run(out: Path, arch: list[str] | None, compiler: str) -> int:
         raise IRError("nvdisasm not found: pip install nvidia-cuda-nvdisasm or add CUDA's bin")
     idx = out / "index.tsv"
     if out.exists() and any(out.iterdir()):
-        if not idx.is_file() or idx.read_text().split("\n")[0] != "\t".join(COLUMNS):
+        # An earlier version's index (fewer columns) is ours too: its columns lead the same.
+        if not idx.is_file() or not idx.read_text().startswith("\t".join(COLUMNS[:3]) + "\t"):
             raise IRError(f"--out {out} is neither empty nor an earlier ir output")
         shutil.rmtree(out)  # ours: rewritten whole, so no stale file survives into a diff
 
