@@ -177,14 +177,15 @@ class DecQTuning:
         for tl in tiles:
             ns |= {tl.n_min + 40, tl.n_min - 8} if tl.n_min else set()
             ns |= {tl.n_max - 8, tl.n_max + 40} if tl.n_max else set()
-        out: dict[Tile, list[tuple[int, int]]] = {tl: [] for tl in tiles}
+        candidates = sorted(ns)
+        out: dict[Tile, list[tuple[int, int]]] = {}
         for tl in tiles:
-            ts = {
-                t: min(n for n in ns if self.tile(qtype, t, n) == tl)
-                for t in range(1, tl.t_max + 1)
-                if any(self.tile(qtype, t, n) == tl for n in ns)
-            }
-            out[tl] = [(t, ts[t]) for t in sorted({min(ts), max(ts)})] if ts else []
+            first = {}  # T -> the smallest N at which tile() picks this row
+            for t in range(1, tl.t_max + 1):
+                n = next((n for n in candidates if self.tile(qtype, t, n) == tl), None)
+                if n is not None:
+                    first[t] = n
+            out[tl] = [(t, first[t]) for t in sorted({min(first), max(first)})] if first else []
         return out
 
 
