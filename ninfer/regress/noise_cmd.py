@@ -7,16 +7,14 @@ import argparse
 import time
 from pathlib import Path
 
-from ..record import Results, ResultsError, load_results
+from ..record import Results, ResultsError, load_results, write_text_atomic
 from .compare import EXIT_PASS
-from .runner import RoundPlan
+from .runner import RoundPlan, Side, merge_rounds, new_run_dir, run_round, write_points
 from .session import busy_check, gpu_or_exit
 
 
 def cmd_noise(a: argparse.Namespace) -> int:
-    from ..record import write_text_atomic
-    from .noise import markdown
-    from .runner import Side, merge_rounds, new_run_dir, run_round, write_points
+    from .noise import markdown  # scipy: loaded for this command only
 
     if a.from_:
         groups: dict[str, list[Results]] = {}
