@@ -263,17 +263,46 @@ def read_record(doc: Any, where: str) -> tuple[dict[tuple[Shape, int], dict[str,
         raise ValueError(f"{where}: not a tune record ({e})") from None
 
 
+def keep(
+    measured: Measured, grid: Sequence[int], old_doc: Any, where: str, cc: int, gpu: str
+) -> tuple[dict[tuple[Shape, int], dict[str, float]], dict[str, Any]]:
+    """``measured`` plus an earlier record's times at the T the new grid leaves out, on the
+    shapes measured now: a re-tune of part of the grid (say T <= 64 after a decode change)
+    keeps the rest. (the union, what was kept); ValueError naming ``where``."""
+    old, rec = read_record(old_doc, where)
+    if int(rec.get("cc", -1)) != cc or rec.get("gpu") != gpu:
+        raise ValueError(
+            f"{where}: measured on {rec.get('gpu')} (sm_{rec.get('cc')}), expected {gpu} (sm_{cc})"
+        )
+    shapes = {s for s, _ in measured}
+    ts = sorted({t for s, t in old if s in shapes and t not in grid})
+    out = {key: dict(us) for key, us in measured.items()}
+    for (s, t), us in old.items():
+        if s in shapes and t in ts:
+            out[(s, t)] = dict(us)
+    kept = {"record": where, "commit": rec.get("commit"), "created": rec.get("created"), "t": ts}
+    return out, kept
+
+
 def table_from(measured: Measured, meta: Mapping[str, Any], data: str) -> RouteTable:
     """The tuned table: rows and evidence from ``measured``; ``data`` names the record."""
     cc = int(meta["cc"])
     grid = sorted({t for _, t in measured})
     rows, found = synthesize(measured, cc, grid)
-    evidence = {k: {"data": [data], "finding": v["finding"]} for k, v in sorted(found.items())}
+    kept = meta.get("kept")
+    sources = [data] + ([kept["record"]] if kept and kept["record"] != data else [])
+    evidence = {k: {"data": sources, "finding": v["finding"]} for k, v in sorted(found.items())}
     tuned = {
         "gpu": meta["gpu"],
         "sms": meta["sms"],
         "method": f"ninfer-regress tune, {meta['rounds']} rounds of fresh processes, "
-        f"{meta['statistic']}, T grid {grid[0]}-{grid[-1]} ({len(grid)} values)",
+        f"{meta['statistic']}, T grid {grid[0]}-{grid[-1]} ({len(grid)} values)"
+        + (
+            f"; T {', '.join(map(str, kept['t']))} kept from {kept['record']} "
+            f"({str(kept['commit'])[:7]}, {kept['created']})"
+            if kept
+            else ""
+        ),
         "commit": meta["commit"],
         "kernel_fingerprint": meta["kernel_fingerprint"],
         "created": meta["created"],

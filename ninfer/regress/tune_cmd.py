@@ -7,7 +7,9 @@ the GPU-idle check before each. A point's time is the gate's statistic, the lowe
 of its round medians. Writes, in --tables (default ninfer/routes/tables/):
 sm_<cc>.tune.json, the record of every time, then sm_<cc>.json, the table built
 from it (ninfer/regress/tune.py says how), and re-generates docs/routes.md where it is.
---replay RECORD rebuilds the table from a record without a GPU.
+--replay RECORD rebuilds the table from a record without a GPU. --keep RECORD re-tunes
+part of the grid: the T that --t-grid leaves out are taken from that earlier record of
+this GPU model (the new record holds both, and says which T it kept from where).
 """
 
 from __future__ import annotations
@@ -28,7 +30,16 @@ from ..formats.qtype import QType
 from ..routes.table import dumps_table
 from .runner import RoundPlan, interleaved, new_run_dir, with_dispatch
 from .stats import LOCATION_Q, round_values
-from .tune import T_GRID, Shape, candidates, read_record, record_doc, suite_shapes, table_from
+from .tune import (
+    T_GRID,
+    Shape,
+    candidates,
+    keep,
+    read_record,
+    record_doc,
+    suite_shapes,
+    table_from,
+)
 
 STATISTIC = "the lower quartile of round medians"
 TUNE_ROUNDS = 3
@@ -54,6 +65,9 @@ def add_parser(sub: Any, formatter: Any, bench_args: Any) -> None:
                    help="where sm_<cc>.json and its record are written")  # fmt: skip
     t.add_argument("--replay", type=Path, metavar="RECORD",
                    help="rebuild the table from this tune record (no GPU)")  # fmt: skip
+    t.add_argument("--keep", type=Path, metavar="RECORD",
+                   help="take the T that --t-grid leaves out from this earlier tune record of "
+                        "the same GPU model (e.g. --t-grid 1,2,4,...,64 after a decode change)")  # fmt: skip
     t.add_argument("--list", action="store_true", help="print the plan: points per route (no GPU)")
 
 
@@ -124,7 +138,17 @@ def cmd_tune(a: argparse.Namespace) -> int:
     if a.replay is not None:
         replayed, rec = read_record(json.loads(a.replay.read_text()), str(a.replay))
         return _write(a, replayed, rec)
+    old = None
+    if a.keep is not None:
+        try:
+            old = json.loads(a.keep.read_text())
+        except (OSError, ValueError) as e:
+            raise ValueError(f"--keep {a.keep}: not a readable JSON file ({e})") from None
+        read_record(old, f"--keep {a.keep}")  # refused here, before any GPU work
     if a.list:
+        if old is not None:
+            kept = sorted({int(p["t"]) for p in old["points"]} - set(a.t_grid))
+            print(f"T kept from {a.keep}: {kept}")
         for r, ks in sorted(plan_points(shapes, a.t_grid, 90).items()):
             print(
                 f"{r:8s} {len(ks):5d} points a round on sm_90 (shapes {len(shapes)}, T {a.t_grid})"
@@ -136,6 +160,8 @@ def cmd_tune(a: argparse.Namespace) -> int:
     from ..runtime.cupy_env import require_device
 
     cc = int(require_device(a.device).cuda.Device(a.device).compute_capability)
+    if old is not None:  # another GPU model's times are refused before the rounds
+        keep({}, a.t_grid, old, a.keep.as_posix(), cc, gpu.name)
     if a.seed is None:
         a.seed = int(time.time()) % 1_000_000
     merged, run_dir = measure(a, shapes, cc, session.busy_check(a))
@@ -153,6 +179,8 @@ def cmd_tune(a: argparse.Namespace) -> int:
         "suite": a.suite, "rounds": a.rounds, "statistic": STATISTIC, "seed": a.seed,
         "run": str(run_dir),
     }  # fmt: skip
+    if old is not None:
+        measured, meta["kept"] = keep(measured, a.t_grid, old, a.keep.as_posix(), cc, gpu.name)
     return _write(a, measured, record_doc(measured, meta))
 
 

@@ -206,3 +206,47 @@ def test_tune_refuses_a_bad_grid(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         cli.main(["tune", "--t-grid", "0,4"])
     assert "expected T >= 1" in capsys.readouterr().err
+
+
+def test_keep_takes_the_left_out_t_from_an_earlier_record(shipped) -> None:  # type: ignore[no-untyped-def]
+    from ninfer.regress.tune import keep
+
+    shapes, measured = shipped
+    old = record_doc(measured, META)
+    grid = (1, 4, 8, 16, 24, 32, 48, 64)
+    # The new rounds: T <= 64 only, dq_rs now 30 % ahead at T = 16 on one shape.
+    s0 = shapes[0]
+    new = {k: dict(v) for k, v in measured.items() if k[1] in grid}
+    new[(s0, 16)] = {r: 10.0 for r in new[(s0, 16)]} | {"dq_rs": 7.0}
+    both, kept = keep(new, grid, old, "old.json", CC, "NVIDIA H200")
+    assert kept == {"record": "old.json", "commit": META["commit"], "created": META["created"],
+                    "t": [t for t in T_GRID if t not in grid]}  # fmt: skip
+    assert both.keys() == measured.keys()
+    assert both[(s0, 16)]["dq_rs"] == 7.0  # measured now wins over the record
+    assert both[(s0, 1024)] == measured[(s0, 1024)]
+    t = table_from(both, {**META, "kept": kept}, "new.json")
+    assert (
+        t.tuned is not None
+        and "T 96, 128, 256, 512, 1024, 1536, 2048 kept from old.json" in t.tuned["method"]
+    )
+    assert all(e["data"] == ["new.json", "old.json"] for e in t.evidence.values())
+    # Only the shapes measured now; another GPU model's record is refused.
+    few, kept = keep(
+        {k: v for k, v in new.items() if k[0] == s0}, grid, old, "old.json", CC, "NVIDIA H200"
+    )
+    assert {s for s, _ in few} == {s0}
+    with pytest.raises(
+        ValueError, match=r"old.json: measured on NVIDIA H200 \(sm_90\), expected NVIDIA H100"
+    ):
+        keep(new, grid, old, "old.json", CC, "NVIDIA H100")
+
+
+def test_tune_keep_is_checked_before_the_gpu(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ninfer.regress import cli
+
+    bad = tmp_path / "rec.json"
+    bad.write_text(json.dumps({"schema": "x"}))
+    assert cli.main(["tune", "--keep", str(bad), "--list"]) == 2
+    assert "not a tune record" in capsys.readouterr().err
