@@ -36,6 +36,8 @@
 #   tune         ninfer-regress tune (TUNE_ARGS): the table, its record and docs/routes.md
 #   abtable      nox -s bench -- --ab HEAD: the tuned table (working tree) against HEAD's
 #   peertests    tests/gpu/test_peers.py, then test_dq_rs.py and the linear() contract tests
+#   sweep        ninfer-bench sweep-plan on SWEEP_SUITE (default all), that suite file's
+#                points until DEADLINE_S, then ninfer-bench cliffs on them (issue 26, Deliver 4)
 #   ncufull      Nsight Compute --set full of one linear() call per NCU_POINTS entry
 #                (q:n:k:t ...), the details page into $OUT/ncu_<q>_<n>x<k>_T<t>.txt;
 #                NCU_DISPATCH=file: under that dispatch override (ninfer-bench --dispatch)
@@ -88,7 +90,7 @@ usual() {
   case $1 in
     env | readme | smoke) echo 40 ;; host) echo 100 ;; conformance) echo 200 ;; gputest) echo 150 ;; gate) echo 150 ;;
     noxbench | planted*) echo 170 ;; abref) echo 150 ;; ab*) echo 120 ;; fallback) echo 200 ;;
-    asvplanted) echo 330 ;; tests) echo 200 ;; peertests) echo 150 ;; peers) echo 120 ;; ncufull) echo 100 ;; exp) echo 200 ;; noise) echo 420 ;; tune) echo 540 ;; *) echo 60 ;;
+    asvplanted) echo 330 ;; tests) echo 200 ;; peertests) echo 150 ;; peers) echo 120 ;; sweep) echo 300 ;; ncufull) echo 100 ;; exp) echo 200 ;; noise) echo 420 ;; tune) echo 540 ;; *) echo 60 ;;
   esac
 }
 n=0
@@ -241,6 +243,16 @@ PY
       timeout "$left" $PY -m ninfer.bench --suite-file runs/peer_table.yaml --peer cublas --peer tinygemm \
         --peer fbgemm --peer gemlite --no-progress --json-out "runs/peers_$n.json" > "runs/peers_$n.txt" 2>&1
       echo "rc=$? (limit ${left} s)" | log; grep -vE "^\s*$" "runs/peers_$n.txt" | tail -45 | cut -c1-220 | log ;;
+    sweep)
+      # Deliver 4: the bounded sweep of SWEEP_SUITE's shapes (sweep-plan: every T to 64, the
+      # dispatch's seams, token-tile edges, a grid of 32), then the cliffs in it.
+      $PY -m ninfer.bench sweep-plan --suite "${SWEEP_SUITE:-all}" --out "runs/sweep_$n.yaml" | log
+      left=$(( ${DEADLINE_S:-900} - SECONDS - 20 ))
+      timeout "$left" $PY -m ninfer.bench --suite-file "runs/sweep_$n.yaml" --no-progress \
+        --json-out "runs/sweep_$n.json" > "runs/sweep_$n.txt" 2>&1
+      echo "rc=$? (limit ${left} s)" | log
+      $PY -m ninfer.bench cliffs "runs/sweep_$n.json" > "runs/cliffs_$n.txt" 2>&1
+      echo "cliffs rc=$?" | log; tail -40 "runs/cliffs_$n.txt" | cut -c1-200 | log ;;
     *) echo "unknown step $step" | log ;;
   esac
   echo "   ($(($(date +%s) - t0)) s)" | log

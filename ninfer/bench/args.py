@@ -22,6 +22,7 @@ COMMANDS = {
     "ir": "the PTX and SASS of every kernel instance the routes can launch (no GPU with --arch)",
     "peer-table": "a record's points against their best int peer, as Markdown (no GPU)",
     "cliffs": "T cliffs in sweeps: a T faster than a smaller one, a large step (no GPU)",
+    "sweep-plan": "a suite file of the T a bounded sweep needs to find the cliffs (no GPU)",
 }
 
 

@@ -73,10 +73,11 @@ def main(argv: list[str] | None = None) -> int:
         from . import ir
 
         return ir.main(argv[1:])
-    if argv and argv[0] in ("peer-table", "cliffs"):
-        from . import cliffs, peer_table
+    if argv and argv[0] in ("peer-table", "cliffs", "sweep-plan"):
+        from . import cliffs, peer_table, sweep_plan
 
-        return {"peer-table": peer_table.main, "cliffs": cliffs.main}[argv[0]](argv[1:])
+        cmd = {"peer-table": peer_table.main, "cliffs": cliffs.main, "sweep-plan": sweep_plan.main}
+        return cmd[argv[0]](argv[1:])
     ap = build_parser()
     if not argv:
         ap.print_help()
