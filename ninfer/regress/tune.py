@@ -263,25 +263,45 @@ def read_record(doc: Any, where: str) -> tuple[dict[tuple[Shape, int], dict[str,
         raise ValueError(f"{where}: not a tune record ({e})") from None
 
 
-def keep(
-    measured: Measured, grid: Sequence[int], old_doc: Any, where: str, cc: int, gpu: str
+def kept_ts(old: Measured, shapes: Iterable[Shape], grid: Sequence[int]) -> list[int]:
+    """The T of an earlier record outside the new grid's range, on these shapes."""
+    lo, hi, wanted = min(grid), max(grid), set(shapes)
+    return sorted({t for s, t in old if s in wanted and not lo <= t <= hi})
+
+
+def kept_times(
+    old_doc: Any, where: str, cc: int, gpu: str, shapes: Iterable[Shape], grid: Sequence[int]
 ) -> tuple[dict[tuple[Shape, int], dict[str, float]], dict[str, Any]]:
-    """``measured`` plus an earlier record's times at the T the new grid leaves out, on the
-    shapes measured now: a re-tune of part of the grid (say T <= 64 after a decode change)
-    keeps the rest. (the union, what was kept); ValueError naming ``where``."""
+    """An earlier record's times for a re-tune of part of the grid (say T <= 64 after a
+    decode change): every T outside the new grid's range, on every shape tuned now.
+
+    (the times, what was kept). ValueError naming ``where``: another GPU model, or a shape
+    the record lacks at a kept T (its ladder cell would lose those T: tune the whole grid).
+    The routes that could run a kept point but have no time there (a route added since)
+    are listed as ``unmeasured``: the table cannot pick them at those T.
+    """
     old, rec = read_record(old_doc, where)
     if int(rec.get("cc", -1)) != cc or rec.get("gpu") != gpu:
         raise ValueError(
             f"{where}: measured on {rec.get('gpu')} (sm_{rec.get('cc')}), expected {gpu} (sm_{cc})"
         )
-    shapes = {s for s, _ in measured}
-    ts = sorted({t for s, t in old if s in shapes and t not in grid})
-    out = {key: dict(us) for key, us in measured.items()}
-    for (s, t), us in old.items():
-        if s in shapes and t in ts:
-            out[(s, t)] = dict(us)
-    kept = {"record": where, "commit": rec.get("commit"), "created": rec.get("created"), "t": ts}
-    return out, kept
+    shapes = sorted(set(shapes), key=_order)
+    ts = kept_ts(old, shapes, grid)
+    lacking = [s for s in shapes if any((s, t) not in old for t in ts)]
+    if lacking:
+        names = ", ".join(f"{s.qtype.value} {s}" for s in lacking[:4])
+        raise ValueError(
+            f"{where}: no times for {len(lacking)} shape(s) at T {ts} ({names}): tune the whole grid"
+        )
+    times = {(s, t): dict(old[(s, t)]) for s in shapes for t in ts}
+    unmeasured = sorted(
+        {r for (s, t), us in times.items() for r in candidates(s, t, cc) if r not in us}
+    )
+    kept: dict[str, Any] = {
+        "record": where, "commit": rec.get("commit"), "created": rec.get("created"), "t": ts,
+        "unmeasured": unmeasured, **({"kept": rec["kept"]} if "kept" in rec else {}),
+    }  # fmt: skip
+    return times, kept
 
 
 def table_from(measured: Measured, meta: Mapping[str, Any], data: str) -> RouteTable:
@@ -300,6 +320,11 @@ def table_from(measured: Measured, meta: Mapping[str, Any], data: str) -> RouteT
         + (
             f"; T {', '.join(map(str, kept['t']))} kept from {kept['record']} "
             f"({str(kept['commit'])[:7]}, {kept['created']})"
+            + (
+                f", where {', '.join(kept['unmeasured'])} had no time"
+                if kept.get("unmeasured")
+                else ""
+            )
             if kept
             else ""
         ),

@@ -8,8 +8,9 @@ of its round medians. Writes, in --tables (default ninfer/routes/tables/):
 sm_<cc>.tune.json, the record of every time, then sm_<cc>.json, the table built
 from it (ninfer/regress/tune.py says how), and re-generates docs/routes.md where it is.
 --replay RECORD rebuilds the table from a record without a GPU. --keep RECORD re-tunes
-part of the grid: the T that --t-grid leaves out are taken from that earlier record of
-this GPU model (the new record holds both, and says which T it kept from where).
+part of the grid: the T outside --t-grid's range come from that earlier record of this
+GPU model (the new record holds both and says which T it kept, from where, and which
+routes had no time there).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from .tune import (
     T_GRID,
     Shape,
     candidates,
-    keep,
+    kept_times,
+    kept_ts,
     read_record,
     record_doc,
     suite_shapes,
@@ -66,8 +68,8 @@ def add_parser(sub: Any, formatter: Any, bench_args: Any) -> None:
     t.add_argument("--replay", type=Path, metavar="RECORD",
                    help="rebuild the table from this tune record (no GPU)")  # fmt: skip
     t.add_argument("--keep", type=Path, metavar="RECORD",
-                   help="take the T that --t-grid leaves out from this earlier tune record of "
-                        "the same GPU model (e.g. --t-grid 1,2,4,...,64 after a decode change)")  # fmt: skip
+                   help="take the T outside --t-grid's range from this earlier tune record of "
+                        "the same GPU model (e.g. --t-grid 1,4,8,...,64 after a decode change)")  # fmt: skip
     t.add_argument("--list", action="store_true", help="print the plan: points per route (no GPU)")
 
 
@@ -144,11 +146,10 @@ def cmd_tune(a: argparse.Namespace) -> int:
             old = json.loads(a.keep.read_text())
         except (OSError, ValueError) as e:
             raise ValueError(f"--keep {a.keep}: not a readable JSON file ({e})") from None
-        read_record(old, f"--keep {a.keep}")  # refused here, before any GPU work
+        old_times, _ = read_record(old, f"--keep {a.keep}")  # refused here, before any GPU
     if a.list:
         if old is not None:
-            kept = sorted({int(p["t"]) for p in old["points"]} - set(a.t_grid))
-            print(f"T kept from {a.keep}: {kept}")
+            print(f"T kept from {a.keep}: {kept_ts(old_times, shapes, a.t_grid)}")
         for r, ks in sorted(plan_points(shapes, a.t_grid, 90).items()):
             print(
                 f"{r:8s} {len(ks):5d} points a round on sm_90 (shapes {len(shapes)}, T {a.t_grid})"
@@ -160,8 +161,12 @@ def cmd_tune(a: argparse.Namespace) -> int:
     from ..runtime.cupy_env import require_device
 
     cc = int(require_device(a.device).cuda.Device(a.device).compute_capability)
-    if old is not None:  # another GPU model's times are refused before the rounds
-        keep({}, a.t_grid, old, a.keep.as_posix(), cc, gpu.name)
+    kept: tuple[Any, dict[str, Any]] | None = None
+    if old is not None:  # refused before the rounds: another GPU model, a shape it lacks
+        kept = kept_times(old, a.keep.as_posix(), cc, gpu.name, shapes, a.t_grid)
+        if kept[1]["unmeasured"]:
+            print(f"note: {a.keep} has no times for {', '.join(kept[1]['unmeasured'])} at some "
+                  f"kept T: the table cannot choose them there")  # fmt: skip
     if a.seed is None:
         a.seed = int(time.time()) % 1_000_000
     merged, run_dir = measure(a, shapes, cc, session.busy_check(a))
@@ -179,8 +184,9 @@ def cmd_tune(a: argparse.Namespace) -> int:
         "suite": a.suite, "rounds": a.rounds, "statistic": STATISTIC, "seed": a.seed,
         "run": str(run_dir),
     }  # fmt: skip
-    if old is not None:
-        measured, meta["kept"] = keep(measured, a.t_grid, old, a.keep.as_posix(), cc, gpu.name)
+    if kept is not None:  # T outside the grid's range: no point is both measured and kept
+        measured.update(kept[0])
+        meta["kept"] = kept[1]
     return _write(a, measured, record_doc(measured, meta))
 
 

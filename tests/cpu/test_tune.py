@@ -208,37 +208,59 @@ def test_tune_refuses_a_bad_grid(capsys: pytest.CaptureFixture[str]) -> None:
     assert "expected T >= 1" in capsys.readouterr().err
 
 
-def test_keep_takes_the_left_out_t_from_an_earlier_record(shipped) -> None:  # type: ignore[no-untyped-def]
-    from ninfer.regress.tune import keep
+def test_keep_takes_the_t_outside_the_new_grid_from_an_earlier_record(shipped) -> None:  # type: ignore[no-untyped-def]
+    from ninfer.regress.tune import kept_times
 
     shapes, measured = shipped
     old = record_doc(measured, META)
-    grid = (1, 4, 8, 16, 24, 32, 48, 64)
-    # The new rounds: T <= 64 only, dq_rs now 30 % ahead at T = 16 on one shape.
+    grid = (1, 4, 8, 16, 32, 64)  # 24 and 48 lie inside its range: re-tuned, not kept
     s0 = shapes[0]
     new = {k: dict(v) for k, v in measured.items() if k[1] in grid}
     new[(s0, 16)] = {r: 10.0 for r in new[(s0, 16)]} | {"dq_rs": 7.0}
-    both, kept = keep(new, grid, old, "old.json", CC, "NVIDIA H200")
-    assert kept == {"record": "old.json", "commit": META["commit"], "created": META["created"],
-                    "t": [t for t in T_GRID if t not in grid]}  # fmt: skip
-    assert both.keys() == measured.keys()
-    assert both[(s0, 16)]["dq_rs"] == 7.0  # measured now wins over the record
-    assert both[(s0, 1024)] == measured[(s0, 1024)]
+    times, kept = kept_times(old, "old.json", CC, "NVIDIA H200", shapes, grid)
+    assert kept["t"] == [96, 128, 256, 512, 1024, 1536, 2048]
+    assert (kept["record"], kept["commit"], kept["unmeasured"]) == ("old.json", META["commit"], [])
+    assert {t for _, t in times} == set(kept["t"]) and (s0, 24) not in times
+    both = {**new, **times}
+    assert both[(s0, 16)]["dq_rs"] == 7.0 and both[(s0, 1024)] == measured[(s0, 1024)]
     t = table_from(both, {**META, "kept": kept}, "new.json")
-    assert (
-        t.tuned is not None
-        and "T 96, 128, 256, 512, 1024, 1536, 2048 kept from old.json" in t.tuned["method"]
-    )
+    assert t.tuned is not None
+    assert "T 96, 128, 256, 512, 1024, 1536, 2048 kept from old.json" in t.tuned["method"]
+    assert "had no time" not in t.tuned["method"]
     assert all(e["data"] == ["new.json", "old.json"] for e in t.evidence.values())
-    # Only the shapes measured now; another GPU model's record is refused.
-    few, kept = keep(
-        {k: v for k, v in new.items() if k[0] == s0}, grid, old, "old.json", CC, "NVIDIA H200"
-    )
-    assert {s for s, _ in few} == {s0}
+
+
+def test_keep_says_which_routes_the_record_never_timed(shipped) -> None:  # type: ignore[no-untyped-def]
+    # A route added since the record (dq_mma after 336d1ee's) cannot be chosen at the kept
+    # T; the record and the table say so.
+    from ninfer.regress.tune import kept_times
+
+    shapes, measured = shipped
+    no_mma = {k: {r: v for r, v in us.items() if r != "dq_mma"} for k, us in measured.items()}
+    _, kept = kept_times(record_doc(no_mma, META), "old.json", CC, "NVIDIA H200", shapes, (1, 64))
+    assert kept["unmeasured"] == ["dq_mma"]
+    t = table_from(no_mma, {**META, "kept": kept}, "new.json")
+    assert t.tuned is not None and t.tuned["method"].endswith("where dq_mma had no time")
+
+
+def test_keep_refuses_another_gpu_and_a_shape_it_lacks(shipped) -> None:  # type: ignore[no-untyped-def]
+    from ninfer.regress.tune import kept_times
+
+    shapes, measured = shipped
+    old = record_doc(measured, META)
     with pytest.raises(
         ValueError, match=r"old.json: measured on NVIDIA H200 \(sm_90\), expected NVIDIA H100"
     ):
-        keep(new, grid, old, "old.json", CC, "NVIDIA H100")
+        kept_times(old, "old.json", CC, "NVIDIA H100", shapes, (1, 64))
+    # A shape tuned now that the record lacks would leave its ladder cell without the kept T.
+    lacking = record_doc({k: v for k, v in measured.items() if k[0] != shapes[0]}, META)
+    with pytest.raises(
+        ValueError, match=r"no times for 1 shape\(s\) at T \[96, .*tune the whole grid"
+    ):
+        kept_times(lacking, "old.json", CC, "NVIDIA H200", shapes, (1, 64))
+    # The shapes tuned now only: the record's others are not kept.
+    times, _ = kept_times(old, "old.json", CC, "NVIDIA H200", shapes[:1], (1, 64))
+    assert {s for s, _ in times} == {shapes[0]}
 
 
 def test_tune_keep_is_checked_before_the_gpu(
