@@ -246,7 +246,8 @@ PY
     sweep)
       # Deliver 4: the bounded sweep of SWEEP_SUITE's shapes (sweep-plan: every T to 64, the
       # dispatch's seams, token-tile edges, a grid of 32), then the cliffs in it.
-      $PY -m ninfer.bench sweep-plan --suite "${SWEEP_SUITE:-all}" --out "runs/sweep_$n.yaml" | log
+      cc=$($PY -c "import cupy; print(cupy.cuda.Device().compute_capability)")  # this GPU's table
+      $PY -m ninfer.bench sweep-plan --suite "${SWEEP_SUITE:-all}" --cc "$cc" --out "runs/sweep_$n.yaml" | log
       left=$(( ${DEADLINE_S:-900} - SECONDS - 20 ))
       timeout "$left" $PY -m ninfer.bench --suite-file "runs/sweep_$n.yaml" --no-progress \
         --json-out "runs/sweep_$n.json" > "runs/sweep_$n.txt" 2>&1
