@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_text_atomic
+from ..errors import UnsupportedProblem
 from ..formats.qtype import QType
 from ..policy import Policy
 from ..routes.problem import Problem
-from ..routes.table import UnsupportedProblem, select
+from ..routes.table import select
 from .points import SUITE_NAMES, load_suite
 
 

@@ -309,7 +309,8 @@ def table_from(measured: Measured, meta: Mapping[str, Any], data: str) -> RouteT
     cc = int(meta["cc"])
     grid = sorted({t for _, t in measured})
     rows, found = synthesize(measured, cc, grid)
-    kept = meta.get("kept")
+    kept = meta.get("kept") or None
+    kept = kept if kept and kept["t"] else None  # a grid over the record's whole range keeps none
     sources = [data] + ([kept["record"]] if kept and kept["record"] != data else [])
     evidence = {k: {"data": sources, "finding": v["finding"]} for k, v in sorted(found.items())}
     tuned = {

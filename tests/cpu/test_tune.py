@@ -272,3 +272,16 @@ def test_tune_keep_is_checked_before_the_gpu(
     bad.write_text(json.dumps({"schema": "x"}))
     assert cli.main(["tune", "--keep", str(bad), "--list"]) == 2
     assert "not a tune record" in capsys.readouterr().err
+
+
+def test_a_grid_over_the_records_range_keeps_nothing(shipped) -> None:  # type: ignore[no-untyped-def]
+    from ninfer.regress.tune import kept_times
+
+    shapes, measured = shipped
+    times, kept = kept_times(
+        record_doc(measured, META), "old.json", CC, "NVIDIA H200", shapes, T_GRID
+    )
+    assert times == {} and kept["t"] == []
+    t = table_from(measured, {**META, "kept": kept}, "new.json")
+    assert t.tuned is not None and "kept" not in t.tuned["method"]
+    assert all(e["data"] == ["new.json"] for e in t.evidence.values())
