@@ -5,9 +5,8 @@
 #
 # Usage (repo root, a machine with network): bash tools/device_wheels.sh
 #   then pass carry [".whl"] to the device call.
-# The bundle holds HEAD, main, and two branches the gate checks use: `planted` (main plus
-# tests/fixtures/planted_w8_dec_q.patch as a commit) and `aa` (main plus a docs-only
-# commit), built in a scratch clone; the checkout itself is not touched.
+# The bundle is tools/device_bundle.sh's: HEAD, main, and the gate checks' branches
+# `planted` and `aa` (another branch's bundle: bash tools/device_bundle.sh BRANCH OUT).
 set -euo pipefail
 mkdir -p .whl
 py=${PYTHON:-python3}
@@ -33,21 +32,6 @@ py=${PYTHON:-python3}
   --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 fbgemm-gpu-genai==1.6.0
 "$py" -m pip wheel -q --no-deps -w .whl gemlite==0.6.0.post2
-scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
-git clone -q . "$scratch/repo"
-(
-  cd "$scratch/repo"
-  # The clone has a local main only when main was checked out here: take origin's.
-  git checkout -q --detach && git branch -qf main origin/main
-  git -c user.email=bundle@ninfer.invalid -c user.name=bundle checkout -qb planted main
-  git apply tests/fixtures/planted_w8_dec_q.patch
-  git -c user.email=bundle@ninfer.invalid -c user.name=bundle commit -qam "planted 10 % (device checks only)"
-  git checkout -qb aa main
-  echo >> docs/asv.md
-  git -c user.email=bundle@ninfer.invalid -c user.name=bundle commit -qam "docs-only (asv A/A)"
-  git checkout -q --detach "$(git -C "$OLDPWD" rev-parse HEAD)"
-)
-git -C "$scratch/repo" bundle create "$PWD/.whl/repo.bundle" HEAD main planted aa 2>/dev/null
+bash tools/device_bundle.sh HEAD .whl/repo.bundle
 ls .whl | wc -l | xargs echo "wheels and bundle in .whl:"
 du -sh .whl | cut -f1 | xargs echo "size of .whl (the carry limit is 64 MiB in all):"
