@@ -270,17 +270,23 @@ def kept_ts(old: Measured, shapes: Iterable[Shape], grid: Sequence[int]) -> list
 
 
 def kept_times(
-    old_doc: Any, where: str, cc: int, gpu: str, shapes: Iterable[Shape], grid: Sequence[int]
+    old: Measured,
+    rec: Mapping[str, Any],
+    where: str,
+    cc: int,
+    gpu: str,
+    shapes: Iterable[Shape],
+    grid: Sequence[int],
 ) -> tuple[dict[tuple[Shape, int], dict[str, float]], dict[str, Any]]:
     """An earlier record's times for a re-tune of part of the grid (say T <= 64 after a
-    decode change): every T outside the new grid's range, on every shape tuned now.
+    decode change): every T outside the new grid's range, on every shape tuned now. ``old``
+    and ``rec`` are read_record's of the record named ``where``.
 
     (the times, what was kept). ValueError naming ``where``: another GPU model, or a shape
     the record lacks at a kept T (its ladder cell would lose those T: tune the whole grid).
     The routes that could run a kept point but have no time there (a route added since)
     are listed as ``unmeasured``: the table cannot pick them at those T.
     """
-    old, rec = read_record(old_doc, where)
     if int(rec.get("cc", -1)) != cc or rec.get("gpu") != gpu:
         raise ValueError(
             f"{where}: measured on {rec.get('gpu')} (sm_{rec.get('cc')}), expected {gpu} (sm_{cc})"
@@ -309,7 +315,7 @@ def table_from(measured: Measured, meta: Mapping[str, Any], data: str) -> RouteT
     cc = int(meta["cc"])
     grid = sorted({t for _, t in measured})
     rows, found = synthesize(measured, cc, grid)
-    kept = meta.get("kept") or None
+    kept = meta.get("kept")
     kept = kept if kept and kept["t"] else None  # a grid over the record's whole range keeps none
     sources = [data] + ([kept["record"]] if kept and kept["record"] != data else [])
     evidence = {k: {"data": sources, "finding": v["finding"]} for k, v in sorted(found.items())}

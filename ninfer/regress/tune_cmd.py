@@ -140,16 +140,16 @@ def cmd_tune(a: argparse.Namespace) -> int:
     if a.replay is not None:
         replayed, rec = read_record(json.loads(a.replay.read_text()), str(a.replay))
         return _write(a, replayed, rec)
-    old = None
+    old = None  # the --keep record, read once (refused here, before any GPU work)
     if a.keep is not None:
         try:
-            old = json.loads(a.keep.read_text())
+            doc = json.loads(a.keep.read_text())
         except (OSError, ValueError) as e:
             raise ValueError(f"--keep {a.keep}: not a readable JSON file ({e})") from None
-        old_times, _ = read_record(old, f"--keep {a.keep}")  # refused here, before any GPU
+        old = read_record(doc, f"--keep {a.keep}")
     if a.list:
         if old is not None:
-            print(f"T kept from {a.keep}: {kept_ts(old_times, shapes, a.t_grid)}")
+            print(f"T kept from {a.keep}: {kept_ts(old[0], shapes, a.t_grid)}")
         for r, ks in sorted(plan_points(shapes, a.t_grid, 90).items()):
             print(
                 f"{r:8s} {len(ks):5d} points a round on sm_90 (shapes {len(shapes)}, T {a.t_grid})"
@@ -163,7 +163,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
     cc = int(require_device(a.device).cuda.Device(a.device).compute_capability)
     kept: tuple[Any, dict[str, Any]] | None = None
     if old is not None:  # refused before the rounds: another GPU model, a shape it lacks
-        kept = kept_times(old, a.keep.as_posix(), cc, gpu.name, shapes, a.t_grid)
+        kept = kept_times(*old, a.keep.as_posix(), cc, gpu.name, shapes, a.t_grid)
         if kept[1]["unmeasured"]:
             print(f"note: {a.keep} has no times for {', '.join(kept[1]['unmeasured'])} at some "
                   f"kept T: the table cannot choose them there")  # fmt: skip

@@ -217,7 +217,9 @@ def test_keep_takes_the_t_outside_the_new_grid_from_an_earlier_record(shipped) -
     s0 = shapes[0]
     new = {k: dict(v) for k, v in measured.items() if k[1] in grid}
     new[(s0, 16)] = {r: 10.0 for r in new[(s0, 16)]} | {"dq_rs": 7.0}
-    times, kept = kept_times(old, "old.json", CC, "NVIDIA H200", shapes, grid)
+    times, kept = kept_times(
+        *read_record(old, "old.json"), "old.json", CC, "NVIDIA H200", shapes, grid
+    )
     assert kept["t"] == [96, 128, 256, 512, 1024, 1536, 2048]
     assert (kept["record"], kept["commit"], kept["unmeasured"]) == ("old.json", META["commit"], [])
     assert {t for _, t in times} == set(kept["t"]) and (s0, 24) not in times
@@ -237,7 +239,14 @@ def test_keep_says_which_routes_the_record_never_timed(shipped) -> None:  # type
 
     shapes, measured = shipped
     no_mma = {k: {r: v for r, v in us.items() if r != "dq_mma"} for k, us in measured.items()}
-    _, kept = kept_times(record_doc(no_mma, META), "old.json", CC, "NVIDIA H200", shapes, (1, 64))
+    _, kept = kept_times(
+        *read_record(record_doc(no_mma, META), "old.json"),
+        "old.json",
+        CC,
+        "NVIDIA H200",
+        shapes,
+        (1, 64),
+    )
     assert kept["unmeasured"] == ["dq_mma"]
     t = table_from(no_mma, {**META, "kept": kept}, "new.json")
     assert t.tuned is not None and t.tuned["method"].endswith("where dq_mma had no time")
@@ -251,15 +260,19 @@ def test_keep_refuses_another_gpu_and_a_shape_it_lacks(shipped) -> None:  # type
     with pytest.raises(
         ValueError, match=r"old.json: measured on NVIDIA H200 \(sm_90\), expected NVIDIA H100"
     ):
-        kept_times(old, "old.json", CC, "NVIDIA H100", shapes, (1, 64))
+        kept_times(*read_record(old, "old.json"), "old.json", CC, "NVIDIA H100", shapes, (1, 64))
     # A shape tuned now that the record lacks would leave its ladder cell without the kept T.
     lacking = record_doc({k: v for k, v in measured.items() if k[0] != shapes[0]}, META)
     with pytest.raises(
         ValueError, match=r"no times for 1 shape\(s\) at T \[96, .*tune the whole grid"
     ):
-        kept_times(lacking, "old.json", CC, "NVIDIA H200", shapes, (1, 64))
+        kept_times(
+            *read_record(lacking, "old.json"), "old.json", CC, "NVIDIA H200", shapes, (1, 64)
+        )
     # The shapes tuned now only: the record's others are not kept.
-    times, _ = kept_times(old, "old.json", CC, "NVIDIA H200", shapes[:1], (1, 64))
+    times, _ = kept_times(
+        *read_record(old, "old.json"), "old.json", CC, "NVIDIA H200", shapes[:1], (1, 64)
+    )
     assert {s for s, _ in times} == {shapes[0]}
 
 
@@ -279,7 +292,12 @@ def test_a_grid_over_the_records_range_keeps_nothing(shipped) -> None:  # type: 
 
     shapes, measured = shipped
     times, kept = kept_times(
-        record_doc(measured, META), "old.json", CC, "NVIDIA H200", shapes, T_GRID
+        *read_record(record_doc(measured, META), "old.json"),
+        "old.json",
+        CC,
+        "NVIDIA H200",
+        shapes,
+        T_GRID,
     )
     assert times == {} and kept["t"] == []
     t = table_from(measured, {**META, "kept": kept}, "new.json")
