@@ -1,6 +1,6 @@
 """Sessions. ``nox --list`` shows them; ``nox -s bench`` is the main job on a GPU box.
 
-- tests, lint, asvcheck: run anywhere (CI has no GPU; GPU tests skip with the reason).
+- tests, lint, asvcheck, ir: run anywhere (CI has no GPU; GPU tests skip with the reason).
 - conformance: the GPU suite, spread over the host's GPUs (one per xdist worker); the
   timing tests then run serially on one GPU.
 - bench: measure the default suite, compare with baselines/<gpu>/, write
@@ -132,6 +132,22 @@ def report(session: nox.Session) -> None:
         session.run(_python(session), "-m", "ninfer.regress", *session.posargs)
     else:
         _regress(session, "report")
+
+
+# The NVRTC that compiles the kernels on the lent H200: 13.0 (`bash tools/device.sh env`
+# prints it; records name it in environment.nvrtc). ptxas differs between releases (the
+# Q4 head's T = 1 instance spills two registers under 13.0 and none under 13.5), so SASS
+# read off the GPU is evidence about timed code only from the same release.
+DEVICE_NVRTC = "13.0.88"
+
+
+@nox.session
+def ir(session: nox.Session) -> None:
+    """``ninfer-bench ir`` (PTX, SASS, registers, spills) under the GPU's own NVRTC; no GPU.
+    ``nox -s ir -- --arch sm_90 --out DIR``; NINFER_NVRTC=13.5.37 picks another release."""
+    nvrtc = os.environ.get("NINFER_NVRTC", DEVICE_NVRTC)
+    session.install(".[test,cuda13]", f"nvidia-cuda-nvrtc=={nvrtc}")
+    session.run("ninfer-bench", "ir", "--compiler", "nvrtc", *session.posargs)
 
 
 @nox.session

@@ -104,7 +104,10 @@ for step in $STEPS; do
   echo "== $n $step" | log
   case $step in
     env)
-      $PY -c "import cupy, numpy, ml_dtypes, sys; a = cupy.zeros(4, dtype=ml_dtypes.bfloat16); print('python', sys.version.split()[0], 'cupy', cupy.__version__, 'numpy', numpy.__version__, 'cc', cupy.cuda.Device().compute_capability, 'runtime', cupy.cuda.runtime.runtimeGetVersion(), 'bf16', a.dtype)" 2>&1 | log ;;
+      $PY -c "import cupy, numpy, ml_dtypes, sys; a = cupy.zeros(4, dtype=ml_dtypes.bfloat16); print('python', sys.version.split()[0], 'cupy', cupy.__version__, 'numpy', numpy.__version__, 'cc', cupy.cuda.Device().compute_capability, 'runtime', cupy.cuda.runtime.runtimeGetVersion(), 'bf16', a.dtype)" 2>&1 | log
+      # The compiler of every kernel: `nox -s ir` pins the same one for SASS read off-device.
+      $PY -c "from ninfer.bench.env import nvrtc_version; print('nvrtc', nvrtc_version())" 2>&1 | log
+      $PY -m pip list 2>/dev/null | grep -Ei "^(nvidia-cuda-nvrtc|cupy)" | log ;;
     readme)
       $PY -c 'import re, pathlib; exec(compile(re.search(r"```python\n(.*?)```", pathlib.Path("README.md").read_text(), re.S).group(1), "README.md", "exec"), {})' 2>&1 | log ;;
     conformance)

@@ -41,6 +41,19 @@ def git(*args: str) -> str | None:
     return _run_git(root, *args) if root else None
 
 
+def nvrtc_version() -> str | None:
+    """The NVRTC that compiles the kernels ("13.0"): the same source gives other code
+    under another one (docs/bench.md, "PTX and SASS"), which the kernel fingerprint does
+    not see. None where CuPy cannot load it."""
+    try:
+        from cupy.cuda import nvrtc
+
+        major, minor = nvrtc.getVersion()
+        return f"{major}.{minor}"
+    except Exception:
+        return None
+
+
 def environment(device_id: int) -> dict[str, Any]:
     import cupy as cp
 
@@ -74,6 +87,7 @@ def environment(device_id: int) -> dict[str, Any]:
         "driver": int(cp.cuda.runtime.driverGetVersion()),
         "cuda_runtime": int(cp.cuda.runtime.runtimeGetVersion()),
         "cupy": cp.__version__,
+        "nvrtc": nvrtc_version(),
         "torch": torch_v,
         "python": sys.version.split()[0],
         "host": platform.node(),

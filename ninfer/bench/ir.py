@@ -31,6 +31,7 @@ from ..record import write_text_atomic
 from ..routes import LAUNCHERS, QTYPE_ID, Problem, select, table_for
 from ..runtime.compile import OPTIONS
 from ..runtime.sources import assembled_source, kernels_digest, source_hash
+from . import env
 from .args import HelpFormatter
 from .env import git
 
@@ -60,14 +61,12 @@ def tool(name: str) -> str | None:
 
 
 def nvrtc_version() -> str | None:
-    try:
-        import cupy
-        from cupy.cuda import nvrtc
-
-        major, minor = nvrtc.getVersion()  # loads libnvrtc: the check that matters
-        return f"nvrtc {major}.{minor} (cupy {cupy.__version__})"
-    except Exception:
+    v = env.nvrtc_version()  # loads libnvrtc: the check that matters
+    if v is None:
         return None
+    import cupy
+
+    return f"nvrtc {v} (cupy {cupy.__version__})"
 
 
 def target(name: str, cc: int) -> str:

@@ -236,6 +236,10 @@ def _gate(c: Comparison) -> int:
         from .compare import refresh_hint
 
         print(refresh_hint(c))
+    if c.compiler_changed and not c.same_runner:
+        from .compare import compiler_hint
+
+        print(compiler_hint(c))
     if c.undecided:
         print("no point could be decided (all unknown): not a pass")
     return c.exit_code

@@ -82,6 +82,13 @@ class Comparison:
     def fingerprint_changed(self) -> bool:
         return self.base.fingerprint != self.new.fingerprint
 
+    @property
+    def compiler_changed(self) -> tuple[str, str] | None:
+        """(base, new) NVRTC versions where both records name one and they differ: the
+        same source then runs as other code, which the kernel fingerprint cannot see."""
+        a, b = self.base.env.get("nvrtc"), self.new.env.get("nvrtc")
+        return (a, b) if a and b and a != b else None
+
     def failing(self) -> list[str]:
         """Why the gate fails; empty when it passes. The one place the gate is decided."""
         why = []
@@ -232,6 +239,16 @@ def refresh_hint(c: Comparison) -> str:
         f"refresh the baseline on this GPU: nox -s baseline -- --suite "
         f"{c.new.doc.get('suite') or c.base.doc.get('suite') or 'all'} --reason '<why>' "
         f"(or the 'baseline refresh' workflow), and commit baselines/{c.new.gpu_key}/."
+    )
+
+
+def compiler_hint(c: Comparison) -> str:
+    a, b = c.compiler_changed or ("?", "?")
+    return (
+        f"The kernels were compiled by another NVRTC than the baseline's ({a} -> {b}): the "
+        "same source can compile to other code (registers, spills, instruction order), so a "
+        "difference between the two runs may be the compiler's. An A/B on this runner "
+        "compiles both sides with one NVRTC (nox -s bench confirms its flagged points so)."
     )
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..record import Results, key_str
-from .compare import Comparison, Row, refresh_hint
+from .compare import Comparison, Row, compiler_hint, refresh_hint
 from .verdict import ICON as _ICON
 from .verdict import ORDER as _ORDER
 from .verdict import md_cell
@@ -19,7 +19,7 @@ def _env_line(r: Results) -> str:
     commit = (e.get("commit") or "?")[:10] + ("+dirty" if e.get("dirty") else "")
     return (
         f"{e['gpu_name']} (cc {e['cc']}, {e['sms']} SMs), driver {e['driver']}, "
-        f"CuPy {e['cupy']}, commit `{commit}`, kernels `{e['kernel_fingerprint'][:12]}`, "
+        f"CuPy {e['cupy']}, NVRTC {e.get('nvrtc') or '?'}, commit `{commit}`, kernels `{e['kernel_fingerprint'][:12]}`, "
         f"{t['execution']} execution, flush {t['flush_mib']} MiB, repeat {t['repeat']}"
     )
 
@@ -61,6 +61,8 @@ def markdown(c: Comparison, plots: list[Path] | None = None, rel_to: Path | None
         out += ["> **No point could be decided** (all unknown): this is not a pass.", ""]
     if c.fingerprint_changed:
         out += [f"> **Route code changed.** {refresh_hint(c)}", ""]
+    if c.compiler_changed:
+        out += [f"> **Compiler changed.** {compiler_hint(c)}", ""]
     flagged = sorted(
         (r for r in c.rows if r.verdict.state != "same"), key=lambda r: _ORDER[r.state]
     )

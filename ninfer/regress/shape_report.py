@@ -114,7 +114,7 @@ def write_shape_report(
         f"| input, output, policy | BF16 in, BF16 out, {pol.name} |",
         f"| GPU / toolchain | {env['gpu_name']} (cc {env['cc']}, {env['sms']} SMs, "
         f"L2 {env['l2_bytes'] / 2**20:.0f} MiB); driver {env['driver']}, CUDA runtime "
-        f"{env['cuda_runtime']}, CuPy {env['cupy']}; commit `{commit}`, kernels "
+        f"{env['cuda_runtime']}, CuPy {env['cupy']}, NVRTC {env.get('nvrtc') or '?'}; commit `{commit}`, kernels "
         f"`{env['kernel_fingerprint'][:12]}` |",
         f"| timed entry | `ninfer.ops.linear`; {timing['execution']} execution "
         + ("(one CUDA graph holding one call)" if timing["execution"] == "graph" else "")

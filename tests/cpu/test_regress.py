@@ -267,6 +267,25 @@ def test_fingerprint_change_says_how_to_refresh(tmp_path: Path) -> None:
     assert "Route code changed" in md and "nox -s baseline -- --suite all --reason" in md
 
 
+def test_compiler_change_is_named_where_both_records_know_it(tmp_path: Path) -> None:
+    from ninfer.regress.report import markdown
+
+    def run(base_nvrtc: str | None, new_nvrtc: str | None) -> tuple[Any, str]:
+        b, n = _doc(), _scaled(_doc(), 1.0, rounds=5)
+        b["environment"]["nvrtc"], n["environment"]["nvrtc"] = base_nvrtc, new_nvrtc
+        c = compare(
+            load_results(_write(tmp_path, "b.json", b)), load_results(_write(tmp_path, "n.json", n))
+        )
+        return c.compiler_changed, markdown(c)
+
+    changed, md = run("13.0", "13.5")
+    assert changed == ("13.0", "13.5")
+    assert "Compiler changed" in md and "(13.0 -> 13.5)" in md and "NVRTC 13.5" in md
+    for same in (("13.0", "13.0"), (None, "13.5"), ("13.0", None)):  # unknown is no change
+        changed, md = run(*same)
+        assert changed is None and "Compiler changed" not in md
+
+
 def test_seams_flag_a_new_step_only() -> None:
     b = load_results(BASELINE).by_key()
     n = copy.deepcopy(b)
