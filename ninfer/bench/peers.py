@@ -108,7 +108,11 @@ def read_call(
 
     cp = require_cupy()
     nbytes = byte_breakdown(qtype, n, k, t)["model_bytes"] // 16 * 16
-    read = probe_read(read_buffer(nbytes, seed), 16)
+    try:
+        buf = read_buffer(nbytes, seed)
+    except cp.cuda.memory.OutOfMemoryError as e:
+        raise PeerUnavailable(f"--peer read: {nbytes} bytes do not fit beside the run ({e})") from e
+    read = probe_read(buf, 16)
     stream = cp.cuda.ExternalStream(stream_handle)
 
     def call() -> None:
@@ -116,7 +120,9 @@ def read_call(
             read()
 
     call()
-    stream.synchronize()
+    # The random fill ran on another stream than the timer's (a non-blocking one): all of
+    # it lands before the first timed read.
+    cp.cuda.Device().synchronize()
     return call
 
 

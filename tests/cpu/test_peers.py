@@ -86,11 +86,16 @@ def test_read_peer_reads_the_points_model_bytes(monkeypatch: pytest.MonkeyPatch)
         def __exit__(self, *_: object) -> None:
             pass
 
-        def synchronize(self) -> None:
-            pass
+    class OutOfMemory(Exception):
+        pass
 
-    cp = SimpleNamespace(cuda=SimpleNamespace(ExternalStream=Stream))
-    monkeypatch.setattr(cupy_env, "require_cupy", lambda: cp)
+    def device() -> Any:  # the whole device waits: the fill ran on another stream
+        return SimpleNamespace(synchronize=lambda: launches.append("device sync"))
+
+    cuda = SimpleNamespace(
+        ExternalStream=Stream, Device=device, memory=SimpleNamespace(OutOfMemoryError=OutOfMemory)
+    )
+    monkeypatch.setattr(cupy_env, "require_cupy", lambda: SimpleNamespace(cuda=cuda))
     monkeypatch.setattr(probe, "read_buffer", lambda nbytes, seed: ("buf", nbytes))
     monkeypatch.setattr(
         probe, "read_call", lambda buf, per_sm: lambda: launches.append((buf, per_sm))
@@ -100,9 +105,17 @@ def test_read_peer_reads_the_points_model_bytes(monkeypatch: pytest.MonkeyPatch)
         call = maker("read", q)(4100, 1152, 3, 77)
         call()
         want = byte_breakdown(q, 4100, 1152, 3)["model_bytes"] // 16 * 16
-        assert launches == [(("buf", want), 16)] * 2  # the first call is the warm-up
+        # the warm-up, the device-wide wait, then the timed call
+        assert launches == [(("buf", want), 16), "device sync", (("buf", want), 16)]
         assert seen["stream"] == 77
     assert byte_breakdown("q6", 4100, 1152, 3)["model_bytes"] % 16  # the rounding is exercised
+
+    def no_room(nbytes: int, seed: int) -> Any:
+        raise OutOfMemory("out of memory allocating 1,000,000,000 bytes")
+
+    monkeypatch.setattr(probe, "read_buffer", no_room)
+    with pytest.raises(PeerUnavailable, match=r"--peer read: \d+ bytes do not fit beside the run"):
+        maker("read", "bf16")(248320, 5120, 1, 77)
 
 
 def test_gemlite_configuration_follows_the_format() -> None:
