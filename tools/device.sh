@@ -45,6 +45,8 @@
 #                travels with the clone)
 #   peers        the peer table (issue 26): Q4 and W8 on four weights, T = 1 ... 1024, beside
 #                cublas, tinygemm, fbgemm and gemlite (PEER_T: the T values), until DEADLINE_S
+#   targets      --suite all and experiments/issue26/targets.yaml beside cublas and a plain
+#                read, then ninfer-bench targets on both (runs/targets_<n>.md)
 # BUNDLE: run in a clone of the bundle's HEAD (records then carry the real commit and a
 # clean tree; the A/B's worktrees need its history); tools/device_wheels.sh makes it.
 # DEADLINE_S: start no step that would, by its usual length, end past this many seconds.
@@ -90,7 +92,7 @@ usual() {
   case $1 in
     env | readme | smoke) echo 40 ;; host) echo 100 ;; conformance) echo 200 ;; gputest) echo 150 ;; gate) echo 150 ;;
     noxbench | planted*) echo 170 ;; abref) echo 150 ;; ab*) echo 120 ;; fallback) echo 200 ;;
-    asvplanted) echo 330 ;; tests) echo 200 ;; peertests) echo 150 ;; peers) echo 120 ;; sweep) echo 300 ;; ncufull) echo 100 ;; exp) echo 200 ;; noise) echo 420 ;; tune) echo 540 ;; *) echo 60 ;;
+    asvplanted) echo 330 ;; tests) echo 200 ;; peertests) echo 150 ;; peers) echo 120 ;; sweep) echo 300 ;; targets) echo 400 ;; ncufull) echo 100 ;; exp) echo 200 ;; noise) echo 420 ;; tune) echo 540 ;; *) echo 60 ;;
   esac
 }
 n=0
@@ -257,6 +259,22 @@ PY
       echo "rc=$? (limit ${left} s)" | log
       $PY -m ninfer.bench cliffs "runs/sweep_$n.json" > "runs/cliffs_$n.txt" 2>&1
       echo "cliffs rc=$?" | log; tail -40 "runs/cliffs_$n.txt" | cut -c1-200 | log ;;
+    targets)
+      # Issue 26's targets in one run: the suite and experiments/issue26/targets.yaml beside
+      # cuBLAS and a plain read of each point's bytes, then `ninfer-bench targets` on both.
+      # Until DEADLINE_S: the first run takes half of what is left (68 and 53 points).
+      for f in all targets; do
+        sel="--suite all"; [ $f = targets ] && sel="--suite-file experiments/issue26/targets.yaml"
+        left=$(( ${DEADLINE_S:-900} - SECONDS - 15 )); [ $f = all ] && left=$(( left / 2 ))
+        # shellcheck disable=SC2086  # sel is two words
+        timeout "$left" $PY -m ninfer.bench $sel --peer cublas --peer read --no-progress \
+          --json-out "runs/targets_${f}_$n.json" > "runs/targets_${f}_$n.txt" 2>&1
+        echo "$f rc=$? (limit ${left} s)" | log
+      done
+      # shellcheck disable=SC2046  # the records that were written, one word each
+      $PY -m ninfer.bench targets $(ls runs/targets_{all,targets}_"$n".json 2>/dev/null) \
+        > "runs/targets_$n.md" 2>&1
+      echo "targets rc=$?" | log; grep -E "^[0-9]\.[0-9] |^note" "runs/targets_$n.md" | log ;;
     *) echo "unknown step $step" | log ;;
   esac
   echo "   ($(($(date +%s) - t0)) s)" | log

@@ -23,6 +23,7 @@ COMMANDS = {
     "peer-table": "a record's points against their best int peer, as Markdown (no GPU)",
     "cliffs": "T cliffs in sweeps: a T faster than a smaller one, a large step (no GPU)",
     "sweep-plan": "a suite file of the T a bounded sweep needs to find the cliffs (no GPU)",
+    "targets": "issue 26's targets (share of the read, plain read, cuBLAS) per point (no GPU)",
 }
 
 
@@ -83,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="graph: replay a captured call (no host time); direct: call linear()")  # fmt: skip
     tm.add_argument("--peer", action="append", choices=list(PEERS), default=[],
                     help="also time a reference implementation on each point of a format it "
-                         f"is the peer of (repeatable; all need torch): {_peer_formats()}; "
+                         f"is the peer of (repeatable; all but read need torch): {_peer_formats()}; "
                          "fbgemm needs fbgemm-gpu-genai and sm_90, gemlite gemlite (docs/bench.md)")  # fmt: skip
     tm.add_argument("--device", type=count_arg(0), default=0, help="CUDA device index")
     out = ap.add_argument_group("output")

@@ -8,6 +8,12 @@
   (bench/peers_fbgemm.py).
 - ``gemlite``: gemlite's Triton A16W4 group 64 on Q4 points, A16W8 per-channel on W8
   points (bench/peers_gemlite.py).
+- ``read``: a plain read of the point's model bytes (weight + x + out) by the probe's
+  uint4 read kernel: the floor a kernel that reads those bytes once meets under the same
+  cold timer (issue 26's "within 1.3x of the plain read"), every format. No torch.
+
+``cublas`` and ``read`` are reference columns; the others are like-for-like peers
+(``PEER_QTYPES``), each of the formats it implements.
 
 ``MAKERS`` is the table: per peer, the make function of each format it is the
 like-for-like comparison of ("*": every format); the CLI choices, ``applies()`` and
@@ -16,14 +22,25 @@ bench/run.py read it, so a new peer is one entry here.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
+from ..formats.qtype import QType
+from ..metrics import byte_breakdown
 from .peers_common import Make, PeerUnavailable, need_torch
 from .peers_fbgemm import fbgemm_call
 from .peers_gemlite import gemlite_w4_call, gemlite_w8_call
 
-__all__ = ["MAKERS", "PEERS", "PEER_QTYPES", "PeerUnavailable", "applies", "maker"]
+__all__ = [
+    "MAKERS",
+    "PEERS",
+    "PEER_QTYPES",
+    "REFERENCE_PEERS",
+    "PeerUnavailable",
+    "applies",
+    "maker",
+]
 
 ANY = "*"
 
@@ -80,18 +97,52 @@ def tinygemm_call(n: int, k: int, t: int, stream_handle: int, seed: int = 0) -> 
     return call
 
 
+def read_call(
+    qtype: str, n: int, k: int, t: int, stream_handle: int, seed: int = 3
+) -> Callable[[], Any]:
+    """One launch of the probe's uint4 read (SMs x 16 blocks of 512 threads, its best grid
+    on the H200) over random data of the point's model bytes, rounded down to 16."""
+    from ..gpus.probe import read_buffer
+    from ..gpus.probe import read_call as probe_read
+    from ..runtime.cupy_env import require_cupy
+
+    cp = require_cupy()
+    nbytes = byte_breakdown(qtype, n, k, t)["model_bytes"] // 16 * 16
+    try:
+        buf = read_buffer(nbytes, seed)
+    except cp.cuda.memory.OutOfMemoryError as e:
+        raise PeerUnavailable(f"--peer read: {nbytes} bytes do not fit beside the run ({e})") from e
+    read = probe_read(buf, 16)
+    stream = cp.cuda.ExternalStream(stream_handle)
+
+    def call() -> None:
+        with stream:
+            read()
+
+    call()
+    # The random fill ran on another stream than the timer's (a non-blocking one): all of
+    # it lands before the first timed read.
+    cp.cuda.Device().synchronize()
+    return call
+
+
 MAKERS: dict[str, dict[str, Make]] = {
     "cublas": {ANY: cublas_call},
     "tinygemm": {"q4": tinygemm_call},
     "fbgemm": {"q4": fbgemm_call},
     "gemlite": {"q4": gemlite_w4_call, "w8": gemlite_w8_call},
+    # per format: the bytes to read depend on it
+    "read": {q.value: functools.partial(read_call, q.value) for q in QType},
 }
 
 PEERS = tuple(MAKERS)
+# Timed on every format's points as a reference, not held to as a like-for-like peer.
+REFERENCE_PEERS = ("cublas", "read")
 
-# The formats (QType values) a peer is the like-for-like comparison of; absent: all.
+# The formats (QType values) a like-for-like peer implements; the reference peers apply to
+# every format.
 PEER_QTYPES: dict[str, frozenset[str]] = {
-    peer: frozenset(by_q) for peer, by_q in MAKERS.items() if ANY not in by_q
+    peer: frozenset(by_q) for peer, by_q in MAKERS.items() if peer not in REFERENCE_PEERS
 }
 
 

@@ -47,7 +47,7 @@ def _fake_fbgemm(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_table_is_the_cli_choices() -> None:
     from ninfer.bench.cli import build_parser
 
-    assert PEERS == ("cublas", "tinygemm", "fbgemm", "gemlite")
+    assert PEERS == ("cublas", "tinygemm", "fbgemm", "gemlite", "read")
     args = build_parser().parse_args(["--peer", "fbgemm", "--peer", "gemlite"])
     assert args.peer == ["fbgemm", "gemlite"]
     with pytest.raises(SystemExit):
@@ -63,6 +63,59 @@ def test_applies_per_format() -> None:
     assert [q for q in FORMATS if applies("fbgemm", q)] == ["q4"]
     assert [q for q in FORMATS if applies("gemlite", q)] == ["q4", "w8"]
     assert [q for q in FORMATS if applies("cublas", q)] == FORMATS
+    assert [q for q in FORMATS if applies("read", q)] == FORMATS
+
+
+def test_read_peer_reads_the_points_model_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The plain-read floor of a point is a read of its weight, x and out bytes (rounded
+    # down to the read kernel's 16), on the stream the timer gave.
+    import ninfer.gpus.probe as probe
+    import ninfer.runtime.cupy_env as cupy_env
+    from ninfer.metrics import byte_breakdown
+
+    seen: dict[str, Any] = {}
+    launches: list[Any] = []
+
+    class Stream:
+        def __init__(self, handle: int) -> None:
+            seen["stream"] = handle
+
+        def __enter__(self) -> None:
+            seen["entered"] = seen.get("entered", 0) + 1
+
+        def __exit__(self, *_: object) -> None:
+            pass
+
+    class OutOfMemory(Exception):
+        pass
+
+    def device() -> Any:  # the whole device waits: the fill ran on another stream
+        return SimpleNamespace(synchronize=lambda: launches.append("device sync"))
+
+    cuda = SimpleNamespace(
+        ExternalStream=Stream, Device=device, memory=SimpleNamespace(OutOfMemoryError=OutOfMemory)
+    )
+    monkeypatch.setattr(cupy_env, "require_cupy", lambda: SimpleNamespace(cuda=cuda))
+    monkeypatch.setattr(probe, "read_buffer", lambda nbytes, seed: ("buf", nbytes))
+    monkeypatch.setattr(
+        probe, "read_call", lambda buf, per_sm: lambda: launches.append((buf, per_sm))
+    )
+    for q in ("q4", "q6", "w8", "bf16"):
+        launches.clear()
+        call = maker("read", q)(4100, 1152, 3, 77)
+        call()
+        want = byte_breakdown(q, 4100, 1152, 3)["model_bytes"] // 16 * 16
+        # the warm-up, the device-wide wait, then the timed call
+        assert launches == [(("buf", want), 16), "device sync", (("buf", want), 16)]
+        assert seen["stream"] == 77
+    assert byte_breakdown("q6", 4100, 1152, 3)["model_bytes"] % 16  # the rounding is exercised
+
+    def no_room(nbytes: int, seed: int) -> Any:
+        raise OutOfMemory("out of memory allocating 1,000,000,000 bytes")
+
+    monkeypatch.setattr(probe, "read_buffer", no_room)
+    with pytest.raises(PeerUnavailable, match=r"--peer read: \d+ bytes do not fit beside the run"):
+        maker("read", "bf16")(248320, 5120, 1, 77)
 
 
 def test_gemlite_configuration_follows_the_format() -> None:

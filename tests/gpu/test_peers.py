@@ -99,3 +99,18 @@ def test_peer_times_under_the_contract(peer: str, qtype: str, t: int) -> None:
         s = timer.time(call)
         print(f"{peer} {qtype} T={t} {name}: {s.median_us:.2f} us {s.execution} {s.note}")
         assert 1.0 < s.median_us < 10_000.0, (name, s.samples_us)
+
+
+def test_read_peer_times_a_read_of_the_points_bytes() -> None:
+    # The plain-read floor (--peer read) of the Q6 head at T = 1, ~1 GB: the same time as
+    # the probe's read kernel over that many bytes, timed directly beside it, within 3 %.
+    from ninfer.gpus.probe import read_buffer, read_call
+    from ninfer.metrics import byte_breakdown
+
+    n, k = 248320, 5120
+    timer = ColdTimer(warmup=3, repeat=10)
+    peer = timer.time(maker("read", "q6")(n, k, 1, timer.stream.ptr))
+    nbytes = byte_breakdown("q6", n, k, 1)["model_bytes"] // 16 * 16
+    own = timer.time(read_call(read_buffer(nbytes, 5), 16))
+    assert peer.execution == "graph", peer.note
+    assert abs(peer.median_us / own.median_us - 1) < 0.03, (peer.median_us, own.median_us)
