@@ -49,6 +49,8 @@
 #                read, then ninfer-bench targets on both (runs/targets_<n>.md)
 # BUNDLE: run in a clone of the bundle's HEAD (records then carry the real commit and a
 # clean tree; the A/B's worktrees need its history); tools/device_wheels.sh makes it.
+# BUNDLE_REV: a branch of the bundle to run instead of its HEAD (tools/device_bundle.sh's
+# extra branches: one bundle for several branches' calls).
 # DEADLINE_S: start no step that would, by its usual length, end past this many seconds.
 set -uo pipefail
 OUT=${OUT:-runs/device}
@@ -57,7 +59,9 @@ OUT=$(realpath "$OUT")
 if [ -n "${BUNDLE:-}" ] && [ -z "${NINFER_IN_CLONE:-}" ]; then
   clone=/tmp/ninfer-device
   rm -rf "$clone" && git clone -q "$BUNDLE" "$clone" || exit 1
-  git -C "$clone" checkout -q --detach "$(git bundle list-heads "$BUNDLE" | awk '$2=="HEAD"{print $1}')" || exit 1
+  rev=$(git bundle list-heads "$BUNDLE" | awk '$2=="HEAD"{print $1}')
+  [ -z "${BUNDLE_REV:-}" ] || rev="origin/$BUNDLE_REV"
+  git -C "$clone" checkout -q --detach "$rev" || exit 1
   cp -r .whl "$clone/" 2>/dev/null
   cd "$clone" && NINFER_IN_CLONE=1 OUT="$OUT" exec bash tools/device.sh "$@"
 fi
