@@ -25,10 +25,11 @@ from pathlib import Path
 
 from ..errors import UnsupportedProblem
 from ..formats.qtype import QType
+from ..ops.dispatch import DEFAULT, Dispatcher
 from ..policy import Policy
 from ..progress import Steps
 from ..record import write_text_atomic
-from ..routes import LAUNCHERS, QTYPE_ID, Problem, select, table_for
+from ..routes import LAUNCHERS, QTYPE_ID, Problem, table_for
 from ..runtime.compile import OPTIONS
 from ..runtime.sources import assembled_source, kernels_digest, source_hash
 from . import env
@@ -211,16 +212,20 @@ def res_usage(cuobjdump: str | None, cubin: Path) -> dict[str, dict[str, str]]:
 
 
 @functools.cache
-def uses(cc: int) -> dict[tuple[str, str], list[tuple[QType, Policy, int]]]:
-    """(route, instance) -> the problems ``select`` (the runtime's rule) sends to it."""
+def uses(
+    cc: int, disp: Dispatcher = DEFAULT
+) -> dict[tuple[str, str], list[tuple[QType, Policy, int]]]:
+    """(route, instance) -> the problems ``select`` (the runtime's rule) sends to it, under
+    ``disp``'s tables and tuning."""
     out: dict[tuple[str, str], list[tuple[QType, Policy, int]]] = {}
     for q, pol, t in ((q, p, t) for q in QType for p in Policy for t in range(1, T_SCAN + 1)):
         prob = Problem(q, pol, 128, 128, t, cc)
         try:
-            r = select(prob)
+            r = disp.select(prob)
         except UnsupportedProblem:
             continue
-        out.setdefault((r.name, r.launcher.instance(prob)), []).append((q, pol, t))
+        inst = r.launcher.instance(prob, disp.tuning[r.name])
+        out.setdefault((r.name, inst), []).append((q, pol, t))
     return out
 
 
@@ -261,9 +266,20 @@ def main(argv: list[str]) -> int:
                     help="sm_XX, repeatable (default: this GPU's architecture)")  # fmt: skip
     ap.add_argument("--compiler", choices=["auto", "nvrtc", "nvcc"], default="auto",
                     help="auto: NVRTC as linear() compiles, nvcc only as a fallback")  # fmt: skip
+    ap.add_argument("--dispatch", type=Path, metavar="FILE",
+                    help="a dispatch override (ninfer-bench --dispatch's JSON: force, table, "
+                         "tuning): the instances an experiment's variant launches")  # fmt: skip
     args = ap.parse_args(argv)
     try:
-        return run(args.out, args.arch, args.compiler)
+        disp = DEFAULT
+        if args.dispatch is not None:
+            from .override import OverrideError, load
+
+            try:
+                disp = load(args.dispatch)[1]
+            except OverrideError as e:
+                raise IRError(f"--dispatch: {e}") from e
+        return run(args.out, args.arch, args.compiler, disp, args.dispatch)
     except IRError as e:
         print(f"ninfer-bench: error: {e}", file=sys.stderr)
         return e.code
@@ -290,7 +306,13 @@ def _archs(given: list[str] | None) -> list[int]:
     return sorted(set(ccs))
 
 
-def run(out: Path, arch: list[str] | None, compiler: str) -> int:
+def run(
+    out: Path,
+    arch: list[str] | None,
+    compiler: str,
+    disp: Dispatcher = DEFAULT,
+    dispatch_file: Path | None = None,
+) -> int:
     ccs = _archs(arch)
     nvcc = tool("nvcc") if compiler != "nvrtc" else None
     use_nvrtc = compiler != "nvcc" and nvrtc_version() is not None
@@ -307,10 +329,10 @@ def run(out: Path, arch: list[str] | None, compiler: str) -> int:
 
     def build(job: tuple[int, str]) -> Compiled:
         cc, name = job
-        src, exprs = assembled_source(name), LAUNCHERS[name].instances()
+        src, exprs = assembled_source(name), LAUNCHERS[name].instances(disp.tuning[name])
         return _nvrtc(src, name, exprs, cc) if use_nvrtc else _nvcc(str(nvcc), src, name, exprs, cc)
 
-    jobs = [(cc, n) for cc in ccs for n in dict.fromkeys(r.name for r in table_for(cc))]
+    jobs = [(cc, n) for cc in ccs for n in dict.fromkeys(r.name for r in disp.table_for(cc))]
     # Each build is an nvcc run of several seconds: ~50 s in all on two cores.
     with ThreadPoolExecutor(max_workers=2) as pool, Steps(len(jobs), "ir builds") as steps:
         built = []
@@ -328,7 +350,7 @@ def run(out: Path, arch: list[str] | None, compiler: str) -> int:
                 raise IRError(f"nvdisasm failed on {name} sm_{cc}: {dis.stderr.strip()}", 1)
             usage = res_usage(tool("cuobjdump"), Path(d, "m.cubin"))
         sass_by = split_sass(dis.stdout)
-        for expr in LAUNCHERS[name].instances():
+        for expr in LAUNCHERS[name].instances(disp.tuning[name]):
             kname, targs = kernel_name(assembled_source(name), expr)
             mangled, rel = names[expr], f"sm_{cc}/{name}/{kname}"
             if mangled not in ptx_by or mangled not in sass_by:
@@ -346,16 +368,16 @@ def run(out: Path, arch: list[str] | None, compiler: str) -> int:
                 sass_t.count(";\n"),
                 loop_instrs(sass_t),
             ]
-            uses_ = _use_columns(uses(cc).get((name, expr), []))
+            uses_ = _use_columns(uses(cc, disp).get((name, expr), []))
             files = [f"{rel}.ptx", f"{rel}.sass", *sha, *res, *map(str, counts)]
             rows.append([*ident, *uses_, *files, comp, " ".join(opts)])
     write_text_atomic(idx, "".join("\t".join(r) + "\n" for r in [COLUMNS, *rows]))
-    write_text_atomic(out / "README.md", readme(compilers))
+    write_text_atomic(out / "README.md", readme(compilers, dispatch_file))
     print(f"{len(rows)} kernel instances ({', '.join(compilers)}) -> {out}")
     return 0
 
 
-def readme(compilers: dict[str, str]) -> str:
+def readme(compilers: dict[str, str], dispatch_file: Path | None = None) -> str:
     dirty = " (dirty)" if git("status", "--porcelain", "--", "kernels", "ninfer") else ""
     # A copied tree without .git (the device machine): the caller may name the commit.
     commit = git("rev-parse", "HEAD") or os.environ.get("NINFER_GIT_COMMIT") or "?"
@@ -367,6 +389,7 @@ PTX and SASS of every kernel instance the route table of each arch can launch.
 - commit: {commit}{dirty}
 - kernels digest: {kernels_digest()}
 - source hashes: {", ".join(f"{n} {source_hash(n)}" for n in sorted(LAUNCHERS))}
+- dispatch: {f"the override {dispatch_file}" if dispatch_file else "the shipped tables and tuning"}
 {comp}
 `<arch>/<route>/<kernel>.ptx|.sass`. `<kernel>`: the route, then one `__` field per
 template argument: `QT` as the QType name (Q4 Q5 Q6 W8 NVFP4 BF16), any other as its

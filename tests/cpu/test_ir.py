@@ -143,3 +143,32 @@ def test_bad_arch_and_foreign_out_exit_2(tmp_path: Path, monkeypatch: pytest.Mon
     (tmp_path / "mine.txt").write_text("keep me")
     assert cli.main(["ir", "--arch", "sm_90", "--out", str(tmp_path)]) == 2
     assert (tmp_path / "mine.txt").read_text() == "keep me"
+
+
+@needs_tools
+def test_a_dispatch_override_compiles_and_indexes_its_variant(tmp_path: Path) -> None:
+    # An experiment's variant: dec_q forced with a Q4 tile the shipped rows do not have.
+    # Its instances are what the override launches, named to the problems it serves.
+    f = tmp_path / "variant.json"
+    f.write_text(
+        '{"force": "dec_q", "tuning": {"dec_q": {"tiles": {"q4": [[64, 8, 2, 2, 2, 3]]}}}}'
+    )
+    out = tmp_path / "ir"
+    assert cli.main(["ir", "--arch", "sm_80", "--dispatch", str(f), "--out", str(out)]) == 0
+    rows = index(out)
+    assert {r["route"] for r in rows} == {"dec_q"}  # forced: the one route compiled
+    q4 = [r for r in rows if r["qtypes"] == "Q4"]
+    assert [r["expr"] for r in q4] == ["dec_q<0, 8, 2, 2, 2, 3>"]
+    assert q4[0]["t"] == "1-64" and int(q4[0]["regs"]) > 0
+    assert str(f) in (out / "README.md").read_text()
+
+
+def test_a_bad_dispatch_override_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "bad.json"
+    f.write_text('{"force": "no_such_route"}')
+    assert (
+        cli.main(["ir", "--arch", "sm_90", "--dispatch", str(f), "--out", str(tmp_path / "o")]) == 2
+    )
+    assert "--dispatch" in capsys.readouterr().err
