@@ -56,11 +56,20 @@ set -uo pipefail
 OUT=${OUT:-runs/device}
 mkdir -p "$OUT"
 OUT=$(realpath "$OUT")
+if [ -n "${BUNDLE_REV:-}" ] && [ -z "${BUNDLE:-}" ]; then
+  echo "tools/device.sh: BUNDLE_REV=$BUNDLE_REV names a branch of a bundle, and BUNDLE is not set" >&2
+  exit 2
+fi
 if [ -n "${BUNDLE:-}" ] && [ -z "${NINFER_IN_CLONE:-}" ]; then
   clone=/tmp/ninfer-device
   rm -rf "$clone" && git clone -q "$BUNDLE" "$clone" || exit 1
   rev=$(git bundle list-heads "$BUNDLE" | awk '$2=="HEAD"{print $1}')
   [ -z "${BUNDLE_REV:-}" ] || rev="origin/$BUNDLE_REV"
+  if ! git -C "$clone" rev-parse -q --verify "$rev^{commit}" >/dev/null; then
+    echo "tools/device.sh: BUNDLE_REV=$BUNDLE_REV is not a branch of $BUNDLE; it has:" >&2
+    git bundle list-heads "$BUNDLE" >&2
+    exit 2
+  fi
   git -C "$clone" checkout -q --detach "$rev" || exit 1
   cp -r .whl "$clone/" 2>/dev/null
   cd "$clone" && NINFER_IN_CLONE=1 OUT="$OUT" exec bash tools/device.sh "$@"
