@@ -37,8 +37,9 @@ __device__ __forceinline__ u32 lds2(const u8* p) { return *reinterpret_cast<cons
 // Per-format decoders. A thread of lane-quad column tig owns, in slab s (k = 64 s ...),
 // the k of its fragment slots (XNAT below: the MMA's own; BF16: xoff()). copy() issues
 // the cp.async of one stage (two slabs) of one 16-row band (contiguous in storage) into
-// WBYTES of shared memory, in storage order; read() takes a lane's raw bits of slab j
-// (rows gid and gid + 8) from there; frag() builds the A registers of the slab's four
+// shared memory, in storage order: its codes into QBYTES at q, the rest (high bits,
+// scales) into TBYTES at t (WBYTES = QBYTES + TBYTES); read() takes a lane's raw bits of
+// slab j (rows gid and gid + 8) from there; frag() builds the A registers of the slab's four
 // k-steps: a[ks][0] / a[ks][1] = rows 0 / 1 at slots (2tig, 2tig+1), a[ks][2] / a[ks][3]
 // at (2tig+8, 2tig+9). GSTEP: k-steps per scaled group (0: the scale is inside A or none).
 // XNAT: slot k of step ks is k 16 ks + k of the slab (the 4-bit codes and W8: x's B
@@ -53,10 +54,11 @@ template <int HB, int OFF> struct Dec4 {
     u32 h[2];     // the lane's high-bit words of the slab (Q5: h[0]; Q6: k steps 0, 1 and 2, 3)
     float s[2];
   };
-  // Stage layout (one m-tile, 128 k): QS [2 slabs][32 lanes][16 B] (a lane's fragment
-  // codes: one conflict-free LDS.128), QH [2 slabs][32 lanes][4 or 8 B] (the lane's high
-  // bits, formats.md), scales [16 rows][4 B].
-  static constexpr int QH_B = HB * 16, SC_B = 4, WBYTES = 1024 + 16 * QH_B + 16 * SC_B;
+  // Stage layout (one m-tile, 128 k): codes QS [2 slabs][32 lanes][16 B] (a lane's
+  // fragment codes: one conflict-free LDS.128); tail QH [2 slabs][32 lanes][4 or 8 B] (the
+  // lane's high bits, formats.md), scales [16 rows][4 B].
+  static constexpr int QH_B = HB * 16, SC_B = 4;
+  static constexpr int QBYTES = 1024, TBYTES = 16 * QH_B + 16 * SC_B, WBYTES = QBYTES + TBYTES;
   // Per-lane sources of one m-tile (a 16-row band), computed once; a stage adds st times
   // its block size. Storage order makes every stage block contiguous (formats.md).
   struct Src {
@@ -69,24 +71,24 @@ template <int HB, int OFF> struct Dec4 {
     if constexpr (HB > 0) g.h = p.qh + band_base(n_mt, p.kpad / 8 * HB) + lane * 16;
     g.s = p.sc + band_base(n_mt, p.kpad / 32) + lane * 16;
   }
-  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 sm, bool ok) {
+  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 q, u32 t, bool ok) {
 #pragma unroll
-    for (int j = 0; j < 2; ++j) cp_async16_if(sm + j * 512 + lane * 16, g.q + st * 1024 + j * 512, ok);
-    if constexpr (HB == 1) cp_async16_if(sm + 1024 + lane * 16, g.h + st * 256, ok && lane < 16);
-    if constexpr (HB == 2) cp_async16_if(sm + 1024 + lane * 16, g.h + st * 512, ok);
-    cp_async16_if(sm + 1024 + 16 * QH_B + lane * 16, g.s + st * 64, ok && lane < 4);
+    for (int j = 0; j < 2; ++j) cp_async16_if(q + j * 512 + lane * 16, g.q + st * 1024 + j * 512, ok);
+    if constexpr (HB == 1) cp_async16_if(t + lane * 16, g.h + st * 256, ok && lane < 16);
+    if constexpr (HB == 2) cp_async16_if(t + lane * 16, g.h + st * 512, ok);
+    cp_async16_if(t + 16 * QH_B + lane * 16, g.s + st * 64, ok && lane < 4);
   }
-  __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
+  __device__ __forceinline__ static void read(const u8* qs, const u8* t, int lane, int j, Raw& w) {
     const int gid = lane >> 2;
-    const uint4 q = lds16(sm + j * 512 + lane * 16);
+    const uint4 q = lds16(qs + j * 512 + lane * 16);
     w.q[0] = q.x, w.q[1] = q.y, w.q[2] = q.z, w.q[3] = q.w;
-    if constexpr (HB == 1) w.h[0] = lds4(sm + 1024 + j * 128 + lane * 4);
+    if constexpr (HB == 1) w.h[0] = lds4(t + j * 128 + lane * 4);
     if constexpr (HB == 2) {
-      const uint2 h = *reinterpret_cast<const uint2*>(sm + 1024 + j * 256 + lane * 8);
+      const uint2 h = *reinterpret_cast<const uint2*>(t + j * 256 + lane * 8);
       w.h[0] = h.x, w.h[1] = h.y;
     }
 #pragma unroll
-    for (int i = 0; i < 2; ++i) w.s[i] = h2f((unsigned short)lds2(sm + 1024 + 16 * QH_B + (gid + 8 * i) * 4 + j * 2));
+    for (int i = 0; i < 2; ++i) w.s[i] = h2f((unsigned short)lds2(t + 16 * QH_B + (gid + 8 * i) * 4 + j * 2));
   }
   // A pair's codes (| high bits << 4: u < 64) over BF16 128.0: halves 128 + u, one LOP3
   // with the mask from a register (nib_mask; with two immediates ptxas emits two LOP3s);
@@ -120,8 +122,8 @@ template <> struct Dec<QT_NVFP4> : Dec4<0, 0> {
     u32 q[4];
     u32 s2[2][4];  // row i's scale of k step ks times 2^118, a BF16 pair
   };
-  // Stage layout: QS as Dec4, scales [16 rows][8 B] (E4M3).
-  static constexpr int WBYTES = 1024 + 16 * 8;
+  // Stage layout: codes QS as Dec4; tail scales [16 rows][8 B] (E4M3).
+  static constexpr int QBYTES = 1024, TBYTES = 16 * 8, WBYTES = QBYTES + TBYTES;
   struct Src {
     const u8* q;
     const u8* s;
@@ -130,18 +132,18 @@ template <> struct Dec<QT_NVFP4> : Dec4<0, 0> {
     g.q = p.qs + band_base(n_mt, p.kpad / 2) + lane * 16;
     g.s = p.sc + band_base(n_mt, p.kpad / 16) + lane * 16;
   }
-  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 sm, bool ok) {
+  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 q, u32 t, bool ok) {
 #pragma unroll
-    for (int j = 0; j < 2; ++j) cp_async16_if(sm + j * 512 + lane * 16, g.q + st * 1024 + j * 512, ok);
-    cp_async16_if(sm + 1024 + lane * 16, g.s + st * 128, ok && lane < 8);
+    for (int j = 0; j < 2; ++j) cp_async16_if(q + j * 512 + lane * 16, g.q + st * 1024 + j * 512, ok);
+    cp_async16_if(t + lane * 16, g.s + st * 128, ok && lane < 8);
   }
-  __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
+  __device__ __forceinline__ static void read(const u8* qs, const u8* t, int lane, int j, Raw& w) {
     const int gid = lane >> 2;
-    const uint4 q = lds16(sm + j * 512 + lane * 16);
+    const uint4 q = lds16(qs + j * 512 + lane * 16);
     w.q[0] = q.x, w.q[1] = q.y, w.q[2] = q.z, w.q[3] = q.w;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      const u32 b = lds4(sm + 1024 + (gid + 8 * i) * 8 + j * 4);  // groups 4 j .. 4 j + 3
+      const u32 b = lds4(t + (gid + 8 * i) * 8 + j * 4);  // groups 4 j .. 4 j + 3
 #pragma unroll
       for (int o = 0; o < 2; ++o) {  // k steps o and o + 2 as one pair, then each half splat
         const u32 s = e4m3x2_up(b >> (8 * o));
@@ -171,8 +173,8 @@ template <> struct Dec<QT_W8> {
     uint4 q[2];  // [group]: word 2 kl + e, rows gid / gid + 8 at bytes 0, 1 / 2, 3
     float s[2][2];
   };
-  // Stage layout: QS [2 slabs][2 groups][32 lanes][16 B], scales [16 rows][8 B].
-  static constexpr int WBYTES = 2048 + 16 * 8;
+  // Stage layout: codes QS [2 slabs][2 groups][32 lanes][16 B]; tail scales [16 rows][8 B].
+  static constexpr int QBYTES = 2048, TBYTES = 16 * 8, WBYTES = QBYTES + TBYTES;
   struct Src {
     const u8* q;
     const u8* s;
@@ -181,19 +183,19 @@ template <> struct Dec<QT_W8> {
     g.q = p.qs + band_base(n_mt, p.kpad) + lane * 16;
     g.s = p.sc + band_base(n_mt, p.kpad / 16) + lane * 16;
   }
-  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 sm, bool ok) {
+  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 q, u32 t, bool ok) {
 #pragma unroll
-    for (int m = 0; m < 4; ++m) cp_async16_if(sm + m * 512 + lane * 16, g.q + st * 2048 + m * 512, ok);
-    cp_async16_if(sm + 2048 + lane * 16, g.s + st * 128, ok && lane < 8);
+    for (int m = 0; m < 4; ++m) cp_async16_if(q + m * 512 + lane * 16, g.q + st * 2048 + m * 512, ok);
+    cp_async16_if(t + lane * 16, g.s + st * 128, ok && lane < 8);
   }
-  __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
+  __device__ __forceinline__ static void read(const u8* qs, const u8* t, int lane, int j, Raw& w) {
     const int gid = lane >> 2;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      w.q[h] = lds16(sm + (2 * j + h) * 512 + lane * 16);
+      w.q[h] = lds16(qs + (2 * j + h) * 512 + lane * 16);
 #pragma unroll
       for (int i = 0; i < 2; ++i)
-        w.s[i][h] = h2f((unsigned short)lds2(sm + 2048 + (gid + 8 * i) * 8 + (2 * j + h) * 2));
+        w.s[i][h] = h2f((unsigned short)lds2(t + (gid + 8 * i) * 8 + (2 * j + h) * 2));
     }
   }
   // Bytes b0, b0 + 1 of v as exact floats (i8_float), packed.
@@ -224,23 +226,24 @@ template <> struct Dec<QT_BF16> {
   struct Raw {
     uint4 q[2][2];
   };
-  // Stage layout: [2 slabs][2 rows][2 halves][32 lanes][16 B] (a lane's 32 bytes per row).
-  static constexpr int WBYTES = 4096;
+  // Stage layout: codes [2 slabs][2 rows][2 halves][32 lanes][16 B] (a lane's 32 bytes per
+  // row); no tail.
+  static constexpr int QBYTES = 4096, TBYTES = 0, WBYTES = QBYTES;
   struct Src {
     const u8* q;
   };
   __device__ __forceinline__ static void src(const WPlanes& p, int n_mt, int lane, Src& g) {
     g.q = p.qs + band_base(n_mt, p.kpad * 2) + lane * 16;
   }
-  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 sm, bool ok) {
+  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 q, u32, bool ok) {
 #pragma unroll
-    for (int m = 0; m < 8; ++m) cp_async16_if(sm + m * 512 + lane * 16, g.q + st * 4096 + m * 512, ok);
+    for (int m = 0; m < 8; ++m) cp_async16_if(q + m * 512 + lane * 16, g.q + st * 4096 + m * 512, ok);
   }
-  __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
+  __device__ __forceinline__ static void read(const u8* qs, const u8*, int lane, int j, Raw& w) {
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
-      for (int c = 0; c < 2; ++c) w.q[i][c] = lds16(sm + ((2 * j + i) * 2 + c) * 512 + lane * 16);
+      for (int c = 0; c < 2; ++c) w.q[i][c] = lds16(qs + ((2 * j + i) * 2 + c) * 512 + lane * 16);
   }
   __device__ __forceinline__ static void frag(const Raw& w, u32, u32 a[4][4]) {
 #pragma unroll
@@ -318,7 +321,16 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
   const int txa = min(TT, T);          // x rows allocated per tile (the launcher's formula)
   const int txc = min(TT, T - t0);     // x rows of this block's tile
   const int XT = txa * DEC_XS;
-  const int SB = WK * XT + NW * MT * D::WBYTES;
+  // A stage: the WK x tiles, rounded up to 128 bytes; then per warp its MT codes blocks and
+  // after them their tails (high bits, scales), rounded up to 128 bytes (WREG). Every codes
+  // block (a multiple of 1024 bytes) so starts on a 128-byte line whatever T is. Unrounded,
+  // odd T put them 16 or 64 bytes off one, and odd T ran 5-12 % over their even neighbours
+  // on the same instance (the Q4 head at T = 7 ... 15, W8 [5120,17408] at T = 3, 5, 7:
+  // docs/perf/decode_h200.md, "Deliver 4"); with each tail right after its codes, a 4-bit
+  // warp's second m-tile started 64 bytes off one at every T.
+  constexpr int WREG = (MT * D::WBYTES + 127) / 128 * 128;
+  const int XW = (WK * XT + 127) & ~127;
+  const int SB = XW + NW * WREG;
   const int nst = kpad / 128;
   const int iters = (nst + WK - 1) / WK;
   const WPlanes p{qs, qh, sc, kpad};
@@ -331,7 +343,7 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) D::src(p, n_w + 16 * mt, lane, src[mt]);
   const u32 sm0 = smem_u32(smem);
-  const u32 w_off = WK * XT + warp * MT * D::WBYTES;
+  const u32 w_off = XW + warp * WREG;
   // x chunks (16 bytes = 8 k) of this k-group's tile that this lane copies each stage:
   // chunk r is token row (c0 >> 4) + 2 WR r of the tile at column 8 (c0 & 15) of the
   // stage; rows past the tile's tokens are not copied (their B columns are zeros).
@@ -372,7 +384,8 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
       }
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)  // bands past N are not stored (their rows are dropped)
-        D::copy(src[mt], st, lane, base + w_off + mt * D::WBYTES, n_w + 16 * mt < N);
+        D::copy(src[mt], st, lane, base + w_off + mt * D::QBYTES, base + w_off + MT * D::QBYTES + mt * D::TBYTES,
+                n_w + 16 * mt < N);
     }
     cp_async_commit();  // empty groups too: the wait count below stays uniform
   };
@@ -435,7 +448,7 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         typename D::Raw raw;
-        D::read(ws + mt * D::WBYTES, lane, j, raw);
+        D::read(ws + mt * D::QBYTES, ws + MT * D::QBYTES + mt * D::TBYTES, lane, j, raw);
         u32 a[4][4];
         D::frag(raw, nib, a);
         if constexpr (D::GSTEP == 0) {
