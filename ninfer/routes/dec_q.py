@@ -22,7 +22,7 @@ NAME = "dec_q"
 T_MAX = 64
 
 # Shared-memory bytes of one ring stage (128 k) of one 16-row m-tile, per format:
-# Dec<QT>::WBYTES in kernels/dec_q.cu (codes + high bits + scales).
+# Dec<QT>::WBYTES in kernels/dec_q_decode.cuh (codes + high bits + scales).
 WBYTES: dict[QType, int] = {
     QType.Q4: 1024 + 64,
     QType.Q5: 1024 + 256 + 64,
