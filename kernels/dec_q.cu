@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
   const int XT = txa * DEC_XS;
   // A stage: the WK x tiles, then per warp its MT codes blocks and their tails, each part
   // rounded up to 128 bytes: every codes block starts on a 128-byte line at every T (odd T,
-  // 16 or 64 bytes off one, ran 5-12 % over even T: docs/perf/decode_h200.md, "Deliver 4").
+  // 16 or 64 bytes off one, ran 8-12 % over even T: docs/perf/decode_h200.md, "Deliver 4").
   constexpr int WREG = (MT * D::WBYTES + 127) / 128 * 128;
   const int XW = (WK * XT + 127) & ~127;
   const int SB = XW + NW * WREG;
