@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
   constexpr int NW = WR * WK, R = 16 * MT * WR, TT = 8 * NT;
   static_assert(S >= 3, "the ring needs a stage in flight while one is read");
   static_assert(WK <= 15, "a named barrier per k-group (ids 1 ... 15)");
-  extern __shared__ __align__(16) u8 smem[];
+  extern __shared__ __align__(128) u8 smem[];  // 128: the codes blocks start on 128-byte lines
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int gid = lane >> 2, tig = lane & 3;

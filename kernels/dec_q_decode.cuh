@@ -2,6 +2,7 @@
 // copied into shared memory, a lane's raw bits read back, and the MMA's A fragments built
 // from them. Exactness: kernels/dec_q.cu's header.
 #include "common.cuh"
+#include "sm80.cuh"
 
 __device__ __forceinline__ uint4 lds16(const u8* p) { return *reinterpret_cast<const uint4*>(p); }
 __device__ __forceinline__ u32 lds4(const u8* p) { return *reinterpret_cast<const u32*>(p); }
