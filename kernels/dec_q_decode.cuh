@@ -126,14 +126,16 @@ template <> struct Dec<QT_NVFP4> : Dec4<0, 0> {
       }
     }
   }
-  // The pair's E2M1 codes (nib_pair) as BF16 bits (e2m1_bf2), times the scale times 2^118:
-  // the weight times 2^-8, exact.
+  // The pairs' E2M1 codes (nib_pair) as BF16 bits (e2m1x4_bf2), times the scale times
+  // 2^118: the weight times 2^-8, exact.
   __device__ __forceinline__ static void frag(const Raw& w, u32 nib, u32 a[4][4]) {
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks)
+    for (int ks = 0; ks < 4; ++ks) {
+      u32 c[4];
+      e2m1x4_bf2(w.q[ks], nib, c);
 #pragma unroll
-      for (int k = 0; k < 4; ++k)
-        a[ks][k] = bf2_fma(e2m1_bf2((w.q[ks] >> (4 * k)) & nib), w.s2[k & 1][ks], BF2_NEG_ZERO);
+      for (int k = 0; k < 4; ++k) a[ks][k] = bf2_fma(c[k], w.s2[k & 1][ks], BF2_NEG_ZERO);
+    }
   }
   __device__ __forceinline__ static float scale(const Raw&, int, int) { return 1.f; }
 };

@@ -196,14 +196,16 @@ __device__ __forceinline__ void rs_frag(const RsSmem<QT>& r, u32 nib, u32 a[4][4
     if constexpr (QT == QT_Q5 || QT == QT_Q6) hw = r.h();
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
+      u32 c[4] = {};
+      if constexpr (QT == QT_NVFP4) e2m1x4_bf2(qw[ks], nib, c);
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
-        // The pair's codes at bits 0..3 (lower k) and 16..19: a shift and the mask (for
-        // k = 0 the mask alone).
-        const u32 w = qw[ks] >> (4 * k);
         if constexpr (QT == QT_NVFP4) {
-          a[ks][k] = bf2_fma(e2m1_bf2(w & nib), e[k & 1][ks], BF2_NEG_ZERO);
+          a[ks][k] = bf2_fma(c[k], e[k & 1][ks], BF2_NEG_ZERO);
         } else {
+          // The pair's codes at bits 0..3 (lower k) and 16..19: a shift and the mask (for
+          // k = 0 the mask alone).
+          const u32 w = qw[ks] >> (4 * k);
           // u = code | high bits << 4 (< 64) of the pair's lower k in bits 0..5, higher k
           // in bits 16..21, over BF16 128.0 (one LOP3, the mask from a register): the
           // halves are 128 + u, and one fma takes off 128 + OFF exactly.
