@@ -116,13 +116,13 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
   auto issue = [&](int i, u32 base) {
     const int st = i * WK + grp;
     if (i < iters && st < nst) {
-      // Every stage but the one holding column K - 1 is whole: there a chunk is one
-      // cp.async, predicated, without the zero-fill arithmetic (issue slots are the
-      // decode's bound).
       // Chunk r: its source, its slot, whether this lane copies it.
       auto g_of = [&](int r) { return xg + (size_t)r * 2 * WR * K + st * 128; };
       auto dst_of = [&](int r) { return base + xs0 + r * 2 * WR * DEC_XS; };
       auto mine = [&](int r) { return c0 + 32 * WR * r < txc * 16; };
+      // Every stage but the one holding column K - 1 is whole: there a chunk is one
+      // cp.async, predicated, without the zero-fill arithmetic (issue slots are the
+      // decode's bound).
       if (vec && (st + 1) * 128 <= K) {
 #pragma unroll
         for (int r = 0; r < XCH; ++r)
