@@ -127,6 +127,17 @@ __device__ __forceinline__ u32 e4m3x2_up(u32 c) {
   const u32 b = ((c & 0x007F007Fu) << 4) | ((c & 0x00800080u) << 8);
   return bf2_fma(bf2_fma(b, UP, BF2_NEG_ZERO), UP, BF2_NEG_ZERO);
 }
+// A row's four E4M3 k-step scales (byte ks of b) times 2^118, s[ks] that scale in both
+// halves of a BF16 pair: k steps ks and ks + 2 converted as one pair, then split (dec_q's
+// and dq_rs's NVFP4 decode).
+__device__ __forceinline__ void e4m3x4_splat(u32 b, u32 s[4]) {
+#pragma unroll
+  for (int o = 0; o < 2; ++o) {
+    const u32 p = e4m3x2_up(b >> (8 * o));
+    s[o] = bf2_lo2(p);
+    s[o + 2] = bf2_hi2(p);
+  }
+}
 
 // (x & m) | c in one LOP3: m in a register (nib_mask) and c an immediate; with both
 // immediates ptxas emits two LOP3s (one immediate operand each).

@@ -116,15 +116,8 @@ template <> struct Dec<QT_NVFP4> : Dec4<0, 0> {
     const uint4 q = lds16(qs + j * 512 + lane * 16);
     w.q[0] = q.x, w.q[1] = q.y, w.q[2] = q.z, w.q[3] = q.w;
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const u32 b = lds4(t + (gid + 8 * i) * 8 + j * 4);  // groups 4 j .. 4 j + 3
-#pragma unroll
-      for (int o = 0; o < 2; ++o) {  // k steps o and o + 2 as one pair, then each half splat
-        const u32 s = e4m3x2_up(b >> (8 * o));
-        w.s2[i][o] = bf2_lo2(s);
-        w.s2[i][o + 2] = bf2_hi2(s);
-      }
-    }
+    for (int i = 0; i < 2; ++i)  // groups 4 j .. 4 j + 3
+      e4m3x4_splat(lds4(t + (gid + 8 * i) * 8 + j * 4), w.s2[i]);
   }
   // The pairs' E2M1 codes (nib_pair) as BF16 bits (e2m1x4_bf2), times the scale times
   // 2^118: the weight times 2^-8, exact.

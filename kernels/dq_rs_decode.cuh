@@ -178,15 +178,9 @@ __device__ __forceinline__ void rs_frag(const RsSmem<QT>& r, u32 nib, u32 a[4][4
     constexpr u32 OFF = QT == QT_Q4 ? 8u : QT == QT_Q5 ? 16u : 32u;
     constexpr u32 NEG = (0xC300u | OFF) * 0x10001u;  // BF16 -(128 + OFF) in both halves
     u32 e[2][4] = {};  // NVFP4: row i's scale of k step ks times 2^118, a BF16 pair
-    if constexpr (QT == QT_NVFP4)  // E4M3 scale per 16 k: group 4 j + ks; ks and ks + 2 as one pair
+    if constexpr (QT == QT_NVFP4)  // E4M3 scale per 16 k: group 4 j + ks
 #pragma unroll
-      for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int o = 0; o < 2; ++o) {
-          const u32 sp = e4m3x2_up(r.s(i) >> (8 * o));
-          e[i][o] = bf2_lo2(sp);
-          e[i][o + 2] = bf2_hi2(sp);
-        }
+      for (int i = 0; i < 2; ++i) e4m3x4_splat(r.s(i), e[i]);
     Bf2Scale sc0{}, sc1{};
     if constexpr (QT != QT_NVFP4)
       sc0 = split_scale(h2f((unsigned short)r.s(0))), sc1 = split_scale(h2f((unsigned short)r.s(1)));
