@@ -100,9 +100,12 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
 
   // Everything a stage's copies need that does not depend on the stage, computed once:
   // per-lane sources (a stage adds st * stride) and shared-space destinations.
+  // A band past N (the last block's) copies the last band instead: a read in bounds, its
+  // rows dropped at the store. A per-band predicate on each copy held registers across the
+  // loop (NVRTC 13.0 spilled the Q4 head's two: two local loads a stage).
   typename D::Src src[MT];
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt) D::src(p, n_w + 16 * mt, lane, src[mt]);
+  for (int mt = 0; mt < MT; ++mt) D::src(p, min(n_w + 16 * mt, (N - 1) & ~15), lane, src[mt]);
   const u32 sm0 = smem_u32(smem);
   const u32 w_off = XW + warp * WREG;
   // x chunks (16 bytes = 8 k) of this k-group's tile that this lane copies each stage:
@@ -144,9 +147,8 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
         }
       }
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)  // bands past N are not stored (their rows are dropped)
-        D::copy(src[mt], st, lane, base + w_off + mt * D::QBYTES, base + w_off + MT * D::QBYTES + mt * D::TBYTES,
-                n_w + 16 * mt < N);
+      for (int mt = 0; mt < MT; ++mt)
+        D::copy(src[mt], st, lane, base + w_off + mt * D::QBYTES, base + w_off + MT * D::QBYTES + mt * D::TBYTES);
     }
     cp_async_commit();  // empty groups too: the wait count below stays uniform
   };

@@ -45,12 +45,12 @@ template <int HB, int OFF> struct Dec4 {
     if constexpr (HB > 0) g.h = p.qh + band_base(n_mt, p.kpad / 8 * HB) + lane * 16;
     g.s = p.sc + band_base(n_mt, p.kpad / 32) + lane * 16;
   }
-  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 q, u32 t, bool ok) {
+  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 q, u32 t) {
 #pragma unroll
-    for (int j = 0; j < 2; ++j) cp_async16_if(q + j * 512 + lane * 16, g.q + st * 1024 + j * 512, ok);
-    if constexpr (HB == 1) cp_async16_if(t + lane * 16, g.h + st * 256, ok && lane < 16);
-    if constexpr (HB == 2) cp_async16_if(t + lane * 16, g.h + st * 512, ok);
-    cp_async16_if(t + 16 * QH_B + lane * 16, g.s + st * 64, ok && lane < 4);
+    for (int j = 0; j < 2; ++j) cp_async16_all(q + j * 512 + lane * 16, g.q + st * 1024 + j * 512);
+    if constexpr (HB == 1) cp_async16_if(t + lane * 16, g.h + st * 256, lane < 16);
+    if constexpr (HB == 2) cp_async16_all(t + lane * 16, g.h + st * 512);
+    cp_async16_if(t + 16 * QH_B + lane * 16, g.s + st * 64, lane < 4);
   }
   __device__ __forceinline__ static void read(const u8* qs, const u8* t, int lane, int j, Raw& w) {
     const int gid = lane >> 2;
@@ -106,10 +106,10 @@ template <> struct Dec<QT_NVFP4> : Dec4<0, 0> {
     g.q = p.qs + band_base(n_mt, p.kpad / 2) + lane * 16;
     g.s = p.sc + band_base(n_mt, p.kpad / 16) + lane * 16;
   }
-  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 q, u32 t, bool ok) {
+  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 q, u32 t) {
 #pragma unroll
-    for (int j = 0; j < 2; ++j) cp_async16_if(q + j * 512 + lane * 16, g.q + st * 1024 + j * 512, ok);
-    cp_async16_if(t + lane * 16, g.s + st * 128, ok && lane < 8);
+    for (int j = 0; j < 2; ++j) cp_async16_all(q + j * 512 + lane * 16, g.q + st * 1024 + j * 512);
+    cp_async16_if(t + lane * 16, g.s + st * 128, lane < 8);
   }
   __device__ __forceinline__ static void read(const u8* qs, const u8* t, int lane, int j, Raw& w) {
     const int gid = lane >> 2;
@@ -152,10 +152,10 @@ template <> struct Dec<QT_W8> {
     g.q = p.qs + band_base(n_mt, p.kpad) + lane * 16;
     g.s = p.sc + band_base(n_mt, p.kpad / 16) + lane * 16;
   }
-  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 q, u32 t, bool ok) {
+  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 q, u32 t) {
 #pragma unroll
-    for (int m = 0; m < 4; ++m) cp_async16_if(q + m * 512 + lane * 16, g.q + st * 2048 + m * 512, ok);
-    cp_async16_if(t + lane * 16, g.s + st * 128, ok && lane < 8);
+    for (int m = 0; m < 4; ++m) cp_async16_all(q + m * 512 + lane * 16, g.q + st * 2048 + m * 512);
+    cp_async16_if(t + lane * 16, g.s + st * 128, lane < 8);
   }
   __device__ __forceinline__ static void read(const u8* qs, const u8* t, int lane, int j, Raw& w) {
     const int gid = lane >> 2;
@@ -204,9 +204,9 @@ template <> struct Dec<QT_BF16> {
   __device__ __forceinline__ static void src(const WPlanes& p, int n_mt, int lane, Src& g) {
     g.q = p.qs + band_base(n_mt, p.kpad * 2) + lane * 16;
   }
-  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 q, u32, bool ok) {
+  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 q, u32) {
 #pragma unroll
-    for (int m = 0; m < 8; ++m) cp_async16_if(q + m * 512 + lane * 16, g.q + st * 4096 + m * 512, ok);
+    for (int m = 0; m < 8; ++m) cp_async16_all(q + m * 512 + lane * 16, g.q + st * 4096 + m * 512);
   }
   __device__ __forceinline__ static void read(const u8* qs, const u8*, int lane, int j, Raw& w) {
 #pragma unroll
