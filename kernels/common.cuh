@@ -127,6 +127,17 @@ __device__ __forceinline__ u32 e4m3x2_up(u32 c) {
   const u32 b = ((c & 0x007F007Fu) << 4) | ((c & 0x00800080u) << 8);
   return bf2_fma(bf2_fma(b, UP, BF2_NEG_ZERO), UP, BF2_NEG_ZERO);
 }
+// A row's four E4M3 k-step scales (byte ks of b) times 2^118, s[ks] that scale in both
+// halves of a BF16 pair: k steps ks and ks + 2 converted as one pair, then split (dec_q's
+// and dq_rs's NVFP4 decode).
+__device__ __forceinline__ void e4m3x4_splat(u32 b, u32 s[4]) {
+#pragma unroll
+  for (int o = 0; o < 2; ++o) {
+    const u32 p = e4m3x2_up(b >> (8 * o));
+    s[o] = bf2_lo2(p);
+    s[o + 2] = bf2_hi2(p);
+  }
+}
 
 // (x & m) | c in one LOP3: m in a register (nib_mask) and c an immediate; with both
 // immediates ptxas emits two LOP3s (one immediate operand each).
@@ -194,12 +205,22 @@ __device__ __forceinline__ float i8_float(u32 wx, int b) {
   return __uint_as_float(__byte_perm(wx, 0x4B000000u, 0x7440 | b)) - 8388736.f;
 }
 
-// An E2M1 code pair at bits 0..3 and 16..19 of c (the rest zero) as BF16 pair bits:
+// E2M1 code pairs as BF16 pair bits. A pair at bits 0..3 and 16..19 of c (the rest zero):
 // c * 0x1040 = c << 6 + c << 12 (the copies do not overlap) moves each magnitude (e1 e0 m)
 // to BF16 bits 8..6 and the sign to bit 15, the value times 2^-126 (e = 0, the subnormal
-// 0.5, included). One fma by the group's scale times 2^118 (e4m3x2_up) then gives the
-// weight times 2^-8, exact (<= 6 significant bits, no overflow: 448 < 2^9).
-__device__ __forceinline__ u32 e2m1_bf2(u32 c) { return (c * 0x1040u) & 0x81C081C0u; }
+// 0.5, included), and & 0x81C081C0 keeps those. One fma by the group's scale times 2^118
+// (e4m3x2_up) then gives the weight times 2^-8, exact (<= 6 significant bits, no
+// overflow: 448 < 2^9). The four pairs of a code word (pair k at bits 4k and 16 + 4k, nib
+// = nib_mask): pairs 1 and 3 are masked in place (nib << 4) and moved by the multiply over
+// 16 (0x104); pairs 2 and 3 come from the word shifted once by 8: 13 instructions a word,
+// where shifting each pair down to bits 0..3 took 15.
+__device__ __forceinline__ void e2m1x4_bf2(u32 q, u32 nib, u32 c[4]) {
+  const u32 nib4 = nib << 4, q8 = q >> 8;
+  c[0] = ((q & nib) * 0x1040u) & 0x81C081C0u;
+  c[1] = ((q & nib4) * 0x104u) & 0x81C081C0u;
+  c[2] = ((q8 & nib) * 0x1040u) & 0x81C081C0u;
+  c[3] = ((q8 & nib4) * 0x104u) & 0x81C081C0u;
+}
 
 // The code words of chunk c (k = 32 c .. 32 c + 31) of row n, 4-bit codes: the chunk is k
 // steps ks = 2 (c & 1) + dk (dk = 0, 1) of slab j, so its code at m = 16 dk + 8 e +

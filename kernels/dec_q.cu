@@ -29,239 +29,7 @@
 // scale is folded into A; the FP32 tensor scale is applied last.
 #include "common.cuh"
 #include "sm80.cuh"
-
-__device__ __forceinline__ uint4 lds16(const u8* p) { return *reinterpret_cast<const uint4*>(p); }
-__device__ __forceinline__ u32 lds4(const u8* p) { return *reinterpret_cast<const u32*>(p); }
-__device__ __forceinline__ u32 lds2(const u8* p) { return *reinterpret_cast<const unsigned short*>(p); }
-
-// Per-format decoders. A thread of lane-quad column tig owns, in slab s (k = 64 s ...),
-// the k of its fragment slots (XNAT below: the MMA's own; BF16: xoff()). copy() issues
-// the cp.async of one stage (two slabs) of one 16-row band (contiguous in storage) into
-// WBYTES of shared memory, in storage order; read() takes a lane's raw bits of slab j
-// (rows gid and gid + 8) from there; frag() builds the A registers of the slab's four
-// k-steps: a[ks][0] / a[ks][1] = rows 0 / 1 at slots (2tig, 2tig+1), a[ks][2] / a[ks][3]
-// at (2tig+8, 2tig+9). GSTEP: k-steps per scaled group (0: the scale is inside A or none).
-// XNAT: slot k of step ks is k 16 ks + k of the slab (the 4-bit codes and W8: x's B
-// fragments by ldmatrix); otherwise xoff() and bfrag() say which k a lane's slots hold.
-template <int QT> struct Dec;
-
-template <int HB, int OFF> struct Dec4 {
-  static constexpr int GSTEP = 4;
-  static constexpr bool XNAT = true;
-  struct Raw {
-    u32 q[4];     // word ks: the lane's codes of k step ks (formats.md)
-    u32 h[2];     // the lane's high-bit words of the slab (Q5: h[0]; Q6: k steps 0, 1 and 2, 3)
-    float s[2];
-  };
-  // Stage layout (one m-tile, 128 k): QS [2 slabs][32 lanes][16 B] (a lane's fragment
-  // codes: one conflict-free LDS.128), QH [2 slabs][32 lanes][4 or 8 B] (the lane's high
-  // bits, formats.md), scales [16 rows][4 B].
-  static constexpr int QH_B = HB * 16, SC_B = 4, WBYTES = 1024 + 16 * QH_B + 16 * SC_B;
-  // Per-lane sources of one m-tile (a 16-row band), computed once; a stage adds st times
-  // its block size. Storage order makes every stage block contiguous (formats.md).
-  struct Src {
-    const u8* q;
-    const u8* h;
-    const u8* s;
-  };
-  __device__ __forceinline__ static void src(const WPlanes& p, int n_mt, int lane, Src& g) {
-    g.q = p.qs + band_base(n_mt, p.kpad / 2) + lane * 16;
-    if constexpr (HB > 0) g.h = p.qh + band_base(n_mt, p.kpad / 8 * HB) + lane * 16;
-    g.s = p.sc + band_base(n_mt, p.kpad / 32) + lane * 16;
-  }
-  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 sm, bool ok) {
-#pragma unroll
-    for (int j = 0; j < 2; ++j) cp_async16_if(sm + j * 512 + lane * 16, g.q + st * 1024 + j * 512, ok);
-    if constexpr (HB == 1) cp_async16_if(sm + 1024 + lane * 16, g.h + st * 256, ok && lane < 16);
-    if constexpr (HB == 2) cp_async16_if(sm + 1024 + lane * 16, g.h + st * 512, ok);
-    cp_async16_if(sm + 1024 + 16 * QH_B + lane * 16, g.s + st * 64, ok && lane < 4);
-  }
-  __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
-    const int gid = lane >> 2;
-    const uint4 q = lds16(sm + j * 512 + lane * 16);
-    w.q[0] = q.x, w.q[1] = q.y, w.q[2] = q.z, w.q[3] = q.w;
-    if constexpr (HB == 1) w.h[0] = lds4(sm + 1024 + j * 128 + lane * 4);
-    if constexpr (HB == 2) {
-      const uint2 h = *reinterpret_cast<const uint2*>(sm + 1024 + j * 256 + lane * 8);
-      w.h[0] = h.x, w.h[1] = h.y;
-    }
-#pragma unroll
-    for (int i = 0; i < 2; ++i) w.s[i] = h2f((unsigned short)lds2(sm + 1024 + 16 * QH_B + (gid + 8 * i) * 4 + j * 2));
-  }
-  // A pair's codes (| high bits << 4: u < 64) over BF16 128.0: halves 128 + u, one LOP3
-  // with the mask from a register (nib_mask; with two immediates ptxas emits two LOP3s);
-  // one BF16 fma takes off 128 + OFF, exact. 11 instructions per 8 Q4 weights (three
-  // shifts), where the C expression gave 15.
-  __device__ __forceinline__ static void frag(const Raw& w, u32 nib, u32 a[4][4]) {
-    constexpr u32 NEG = (0xC300u | OFF) * 0x10001u;  // BF16 -(128 + OFF), both halves
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks)
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        u32 c = lop3_or_and<BF2_MAGIC>(w.q[ks] >> (4 * k), nib);
-        if constexpr (HB == 1) c |= hi_at<1>(w.h[0], 4 * ks + k);
-        if constexpr (HB == 2) c |= hi_at<2>(w.h[ks >> 1], 4 * (ks & 1) + k);
-        a[ks][k] = bf2_fma(c, BF2_ONE, NEG);
-      }
-  }
-  __device__ __forceinline__ static float scale(const Raw& w, int i, int) { return w.s[i]; }
-};
-
-template <> struct Dec<QT_Q4> : Dec4<0, 8> {};
-template <> struct Dec<QT_Q5> : Dec4<1, 16> {};
-template <> struct Dec<QT_Q6> : Dec4<2, 32> {};
-
-// NVFP4: the nibble plane and k ownership of Q4; a k step is one group (16 k), its E4M3
-// scale folded into A (e4m3x2_up: exact, the operands carry 2^-8, multiplied back at the
-// store with the tensor scale).
-template <> struct Dec<QT_NVFP4> : Dec4<0, 0> {
-  static constexpr int GSTEP = 0;
-  struct Raw {
-    u32 q[4];
-    u32 s2[2][4];  // row i's scale of k step ks times 2^118, a BF16 pair
-  };
-  // Stage layout: QS as Dec4, scales [16 rows][8 B] (E4M3).
-  static constexpr int WBYTES = 1024 + 16 * 8;
-  struct Src {
-    const u8* q;
-    const u8* s;
-  };
-  __device__ __forceinline__ static void src(const WPlanes& p, int n_mt, int lane, Src& g) {
-    g.q = p.qs + band_base(n_mt, p.kpad / 2) + lane * 16;
-    g.s = p.sc + band_base(n_mt, p.kpad / 16) + lane * 16;
-  }
-  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 sm, bool ok) {
-#pragma unroll
-    for (int j = 0; j < 2; ++j) cp_async16_if(sm + j * 512 + lane * 16, g.q + st * 1024 + j * 512, ok);
-    cp_async16_if(sm + 1024 + lane * 16, g.s + st * 128, ok && lane < 8);
-  }
-  __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
-    const int gid = lane >> 2;
-    const uint4 q = lds16(sm + j * 512 + lane * 16);
-    w.q[0] = q.x, w.q[1] = q.y, w.q[2] = q.z, w.q[3] = q.w;
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const u32 b = lds4(sm + 1024 + (gid + 8 * i) * 8 + j * 4);  // groups 4 j .. 4 j + 3
-#pragma unroll
-      for (int o = 0; o < 2; ++o) {  // k steps o and o + 2 as one pair, then each half splat
-        const u32 s = e4m3x2_up(b >> (8 * o));
-        w.s2[i][o] = bf2_lo2(s);
-        w.s2[i][o + 2] = bf2_hi2(s);
-      }
-    }
-  }
-  // The pair's E2M1 codes (nib_pair) as BF16 bits (e2m1_bf2), times the scale times 2^118:
-  // the weight times 2^-8, exact.
-  __device__ __forceinline__ static void frag(const Raw& w, u32 nib, u32 a[4][4]) {
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks)
-#pragma unroll
-      for (int k = 0; k < 4; ++k)
-        a[ks][k] = bf2_fma(e2m1_bf2((w.q[ks] >> (4 * k)) & nib), w.s2[k & 1][ks], BF2_NEG_ZERO);
-  }
-  __device__ __forceinline__ static float scale(const Raw&, int, int) { return 1.f; }
-};
-
-// W8, group 32 (two k steps): the plane is in fragment order (formats.md), so a lane's
-// 16 bytes of a group are its A registers' code pairs of the group's two k steps.
-template <> struct Dec<QT_W8> {
-  static constexpr int GSTEP = 2;
-  static constexpr bool XNAT = true;
-  struct Raw {
-    uint4 q[2];  // [group]: word 2 kl + e, rows gid / gid + 8 at bytes 0, 1 / 2, 3
-    float s[2][2];
-  };
-  // Stage layout: QS [2 slabs][2 groups][32 lanes][16 B], scales [16 rows][8 B].
-  static constexpr int WBYTES = 2048 + 16 * 8;
-  struct Src {
-    const u8* q;
-    const u8* s;
-  };
-  __device__ __forceinline__ static void src(const WPlanes& p, int n_mt, int lane, Src& g) {
-    g.q = p.qs + band_base(n_mt, p.kpad) + lane * 16;
-    g.s = p.sc + band_base(n_mt, p.kpad / 16) + lane * 16;
-  }
-  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 sm, bool ok) {
-#pragma unroll
-    for (int m = 0; m < 4; ++m) cp_async16_if(sm + m * 512 + lane * 16, g.q + st * 2048 + m * 512, ok);
-    cp_async16_if(sm + 2048 + lane * 16, g.s + st * 128, ok && lane < 8);
-  }
-  __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
-    const int gid = lane >> 2;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      w.q[h] = lds16(sm + (2 * j + h) * 512 + lane * 16);
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-        w.s[i][h] = h2f((unsigned short)lds2(sm + 2048 + (gid + 8 * i) * 8 + (2 * j + h) * 2));
-    }
-  }
-  // Bytes b0, b0 + 1 of v as exact floats (i8_float), packed.
-  __device__ __forceinline__ static u32 pair(u32 v, int b0) {
-    const u32 wx = v ^ 0x80808080u;
-    return bf2_pack(i8_float(wx, b0), i8_float(wx, b0 + 1));
-  }
-  __device__ __forceinline__ static void frag(const Raw& w, u32, u32 a[4][4]) {
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      const uint4& q = w.q[ks >> 1];
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int m = 2 * (ks & 1) + e;
-        const u32 v = word_of(q, m);
-        a[ks][2 * e] = pair(v, 0);
-        a[ks][2 * e + 1] = pair(v, 2);
-      }
-    }
-  }
-  __device__ __forceinline__ static float scale(const Raw& w, int i, int g) { return w.s[i][g]; }
-};
-
-// BF16: 16 contiguous k per lane and row (two 16-byte loads), natural pairs.
-template <> struct Dec<QT_BF16> {
-  static constexpr int GSTEP = 0;
-  static constexpr bool XNAT = false;
-  struct Raw {
-    uint4 q[2][2];
-  };
-  // Stage layout: [2 slabs][2 rows][2 halves][32 lanes][16 B] (a lane's 32 bytes per row).
-  static constexpr int WBYTES = 4096;
-  struct Src {
-    const u8* q;
-  };
-  __device__ __forceinline__ static void src(const WPlanes& p, int n_mt, int lane, Src& g) {
-    g.q = p.qs + band_base(n_mt, p.kpad * 2) + lane * 16;
-  }
-  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 sm, bool ok) {
-#pragma unroll
-    for (int m = 0; m < 8; ++m) cp_async16_if(sm + m * 512 + lane * 16, g.q + st * 4096 + m * 512, ok);
-  }
-  __device__ __forceinline__ static void read(const u8* sm, int lane, int j, Raw& w) {
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int c = 0; c < 2; ++c) w.q[i][c] = lds16(sm + ((2 * j + i) * 2 + c) * 512 + lane * 16);
-  }
-  __device__ __forceinline__ static void frag(const Raw& w, u32, u32 a[4][4]) {
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks)
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        a[ks][i] = word_of(w.q[i][ks >> 1], 2 * (ks & 1));
-        a[ks][2 + i] = word_of(w.q[i][ks >> 1], 2 * (ks & 1) + 1);
-      }
-  }
-  __device__ __forceinline__ static float scale(const Raw&, int, int) { return 1.f; }
-  __device__ __forceinline__ static int xoff(int tig, int run) { return 16 * tig + 8 * run; }
-  __device__ __forceinline__ static void bfrag(const u32 X[8], u32 b[4][2]) {
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      b[ks][0] = X[2 * ks];
-      b[ks][1] = X[2 * ks + 1];
-    }
-  }
-};
-
+#include "dec_q_decode.cuh"
 
 // Bytes of one staged x row: 128 k of BF16 plus 16 bytes of padding, so the 16-byte
 // pieces a B-fragment load takes from 8 token rows (ldmatrix's row addresses, or BF16's
@@ -308,7 +76,7 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
   constexpr int NW = WR * WK, R = 16 * MT * WR, TT = 8 * NT;
   static_assert(S >= 3, "the ring needs a stage in flight while one is read");
   static_assert(WK <= 15, "a named barrier per k-group (ids 1 ... 15)");
-  extern __shared__ __align__(16) u8 smem[];
+  extern __shared__ __align__(128) u8 smem[];  // 128: the codes blocks start on 128-byte lines
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int gid = lane >> 2, tig = lane & 3;
@@ -318,7 +86,12 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
   const int txa = min(TT, T);          // x rows allocated per tile (the launcher's formula)
   const int txc = min(TT, T - t0);     // x rows of this block's tile
   const int XT = txa * DEC_XS;
-  const int SB = WK * XT + NW * MT * D::WBYTES;
+  // A stage: the WK x tiles, then per warp its MT codes blocks and their tails, each part
+  // rounded up to 128 bytes: every codes block starts on a 128-byte line at every T (odd T,
+  // 16 or 64 bytes off one, ran 8-12 % over even T: docs/perf/decode_h200.md, "Deliver 4").
+  constexpr int WREG = (MT * D::WBYTES + 127) / 128 * 128;
+  const int XW = (WK * XT + 127) & ~127;
+  const int SB = XW + NW * WREG;
   const int nst = kpad / 128;
   const int iters = (nst + WK - 1) / WK;
   const WPlanes p{qs, qh, sc, kpad};
@@ -327,11 +100,14 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
 
   // Everything a stage's copies need that does not depend on the stage, computed once:
   // per-lane sources (a stage adds st * stride) and shared-space destinations.
+  // A band past N (the last block's) copies the last band instead: a read in bounds, its
+  // rows dropped at the store. A per-band predicate on each copy held registers across the
+  // loop (NVRTC 13.0 spilled the Q4 head's two: two local loads a stage).
   typename D::Src src[MT];
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt) D::src(p, n_w + 16 * mt, lane, src[mt]);
+  for (int mt = 0; mt < MT; ++mt) D::src(p, min(n_w + 16 * mt, (N - 1) & ~15), lane, src[mt]);
   const u32 sm0 = smem_u32(smem);
-  const u32 w_off = WK * XT + warp * MT * D::WBYTES;
+  const u32 w_off = XW + warp * WREG;
   // x chunks (16 bytes = 8 k) of this k-group's tile that this lane copies each stage:
   // chunk r is token row (c0 >> 4) + 2 WR r of the tile at column 8 (c0 & 15) of the
   // stage; rows past the tile's tokens are not copied (their B columns are zeros).
@@ -343,13 +119,13 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
   auto issue = [&](int i, u32 base) {
     const int st = i * WK + grp;
     if (i < iters && st < nst) {
-      // Every stage but the one holding column K - 1 is whole: there a chunk is one
-      // cp.async, predicated, without the zero-fill arithmetic (issue slots are the
-      // decode's bound).
       // Chunk r: its source, its slot, whether this lane copies it.
       auto g_of = [&](int r) { return xg + (size_t)r * 2 * WR * K + st * 128; };
       auto dst_of = [&](int r) { return base + xs0 + r * 2 * WR * DEC_XS; };
       auto mine = [&](int r) { return c0 + 32 * WR * r < txc * 16; };
+      // Every stage but the one holding column K - 1 is whole: there a chunk is one
+      // cp.async, predicated, without the zero-fill arithmetic (issue slots are the
+      // decode's bound).
       if (vec && (st + 1) * 128 <= K) {
 #pragma unroll
         for (int r = 0; r < XCH; ++r)
@@ -371,8 +147,8 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
         }
       }
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)  // bands past N are not stored (their rows are dropped)
-        D::copy(src[mt], st, lane, base + w_off + mt * D::WBYTES, n_w + 16 * mt < N);
+      for (int mt = 0; mt < MT; ++mt)
+        D::copy(src[mt], st, lane, base + w_off + mt * D::QBYTES, base + w_off + MT * D::QBYTES + mt * D::TBYTES);
     }
     cp_async_commit();  // empty groups too: the wait count below stays uniform
   };
@@ -435,7 +211,7 @@ __global__ void __launch_bounds__(32 * WR * WK) dec_q(const u8* __restrict__ qs,
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         typename D::Raw raw;
-        D::read(ws + mt * D::WBYTES, lane, j, raw);
+        D::read(ws + mt * D::QBYTES, ws + MT * D::QBYTES + mt * D::TBYTES, lane, j, raw);
         u32 a[4][4];
         D::frag(raw, nib, a);
         if constexpr (D::GSTEP == 0) {

@@ -178,15 +178,9 @@ __device__ __forceinline__ void rs_frag(const RsSmem<QT>& r, u32 nib, u32 a[4][4
     constexpr u32 OFF = QT == QT_Q4 ? 8u : QT == QT_Q5 ? 16u : 32u;
     constexpr u32 NEG = (0xC300u | OFF) * 0x10001u;  // BF16 -(128 + OFF) in both halves
     u32 e[2][4] = {};  // NVFP4: row i's scale of k step ks times 2^118, a BF16 pair
-    if constexpr (QT == QT_NVFP4)  // E4M3 scale per 16 k: group 4 j + ks; ks and ks + 2 as one pair
+    if constexpr (QT == QT_NVFP4)  // E4M3 scale per 16 k: group 4 j + ks
 #pragma unroll
-      for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int o = 0; o < 2; ++o) {
-          const u32 sp = e4m3x2_up(r.s(i) >> (8 * o));
-          e[i][o] = bf2_lo2(sp);
-          e[i][o + 2] = bf2_hi2(sp);
-        }
+      for (int i = 0; i < 2; ++i) e4m3x4_splat(r.s(i), e[i]);
     Bf2Scale sc0{}, sc1{};
     if constexpr (QT != QT_NVFP4)
       sc0 = split_scale(h2f((unsigned short)r.s(0))), sc1 = split_scale(h2f((unsigned short)r.s(1)));
@@ -196,14 +190,16 @@ __device__ __forceinline__ void rs_frag(const RsSmem<QT>& r, u32 nib, u32 a[4][4
     if constexpr (QT == QT_Q5 || QT == QT_Q6) hw = r.h();
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
+      u32 c[4] = {};
+      if constexpr (QT == QT_NVFP4) e2m1x4_bf2(qw[ks], nib, c);
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
-        // The pair's codes at bits 0..3 (lower k) and 16..19: a shift and the mask (for
-        // k = 0 the mask alone).
-        const u32 w = qw[ks] >> (4 * k);
         if constexpr (QT == QT_NVFP4) {
-          a[ks][k] = bf2_fma(e2m1_bf2(w & nib), e[k & 1][ks], BF2_NEG_ZERO);
+          a[ks][k] = bf2_fma(c[k], e[k & 1][ks], BF2_NEG_ZERO);
         } else {
+          // The pair's codes at bits 0..3 (lower k) and 16..19: a shift and the mask (for
+          // k = 0 the mask alone).
+          const u32 w = qw[ks] >> (4 * k);
           // u = code | high bits << 4 (< 64) of the pair's lower k in bits 0..5, higher k
           // in bits 16..21, over BF16 128.0 (one LOP3, the mask from a register): the
           // halves are 128 + u, and one fma takes off 128 + OFF exactly.

@@ -9,6 +9,10 @@
 __device__ __forceinline__ void cp_async16(u32 s, const void* g, int bytes = 16) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(g), "r"(bytes));
 }
+// 16 bytes, whole: no source size and no predicate.
+__device__ __forceinline__ void cp_async16_all(u32 s, const void* g) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(g));
+}
 // The same, whole, where p holds; a predicated instruction, not a branch (a branch around
 // each copy costs the loop a reconvergence and ptxas's pad before each LDGSTS).
 __device__ __forceinline__ void cp_async16_if(u32 s, const void* g, bool p) {

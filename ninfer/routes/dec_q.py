@@ -22,7 +22,7 @@ NAME = "dec_q"
 T_MAX = 64
 
 # Shared-memory bytes of one ring stage (128 k) of one 16-row m-tile, per format:
-# Dec<QT>::WBYTES in kernels/dec_q.cu (codes + high bits + scales).
+# Dec<QT>::WBYTES in kernels/dec_q_decode.cuh (codes + high bits + scales).
 WBYTES: dict[QType, int] = {
     QType.Q4: 1024 + 64,
     QType.Q5: 1024 + 256 + 64,
@@ -200,10 +200,16 @@ def expr(qtype_id: int, tl: Tile) -> str:
     return f"dec_q<{qtype_id}, {tl.nt}, {tl.mt}, {tl.wr}, {tl.wk}, {tl.s}>"
 
 
+def _up128(n: int) -> int:
+    # The kernel starts the weight blocks of a stage, and each warp's, on a 128-byte line.
+    return -(-n // 128) * 128
+
+
 def tile_shared_bytes(qtype: QType, t: int, tl: Tile) -> int:
     """The kernel's dynamic shared memory: the ring, or the final reduction if larger."""
     txa = min(8 * tl.nt, t)
-    stage = tl.wk * txa * XS + tl.wr * tl.wk * tl.mt * WBYTES[qtype]
+    xw = _up128(tl.wk * txa * XS)  # the x tiles (the kernel's XW)
+    stage = xw + tl.wr * tl.wk * _up128(tl.mt * WBYTES[qtype])  # a warp's blocks: WREG
     return max(tl.s * stage, tl.wk * tl.rows * 8 * tl.nt * 4)
 
 
