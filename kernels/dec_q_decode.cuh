@@ -87,30 +87,39 @@ template <> struct Dec<QT_Q4> : Dec4<0, 8> {};
 template <> struct Dec<QT_Q5> : Dec4<1, 16> {};
 template <> struct Dec<QT_Q6> : Dec4<2, 32> {};
 
-// NVFP4: the nibble plane and k ownership of Q4; a k step is one group (16 k), its E4M3
-// scale folded into A (e4m3x2_up: exact, the operands carry 2^-8, multiplied back at the
-// store with the tensor scale).
-template <> struct Dec<QT_NVFP4> : Dec4<0, 0> {
-  static constexpr int GSTEP = 0;
-  struct Raw {
-    u32 q[4];
-    u32 s2[2][4];  // row i's scale of k step ks times 2^118, a BF16 pair
-  };
-  // Stage layout: codes QS as Dec4; tail scales [16 rows][8 B] (E4M3).
-  static constexpr int QBYTES = 1024, TBYTES = 16 * 8, WBYTES = QBYTES + TBYTES;
+// The stage copy of NVFP4 and W8: a codes plane of QCH 512-byte chunks a stage (a row
+// holds kpad * QCH / 4 bytes: NVFP4's nibbles, W8's bytes) and a scale plane of kpad / 16
+// bytes a row (E4M3 per 16 k, FP16 per 32 k): 128 B a stage, copied by lanes 0 ... 7.
+// Stage layout: codes QS [QCH chunks: 2 slabs (NVFP4), 2 slabs x 2 groups (W8)][32 lanes]
+// [16 B]; tail scales [16 rows][8 B].
+template <int QCH> struct Codes8Scales {
+  static_assert(QCH == 2 || QCH == 4, "nibbles or bytes");
+  static constexpr int QBYTES = QCH * 512, TBYTES = 16 * 8, WBYTES = QBYTES + TBYTES;
   struct Src {
     const u8* q;
     const u8* s;
   };
   __device__ __forceinline__ static void src(const WPlanes& p, int n_mt, int lane, Src& g) {
-    g.q = p.qs + band_base(n_mt, p.kpad / 2) + lane * 16;
+    g.q = p.qs + band_base(n_mt, p.kpad / (4 / QCH)) + lane * 16;
     g.s = p.sc + band_base(n_mt, p.kpad / 16) + lane * 16;
   }
   __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 q, u32 t) {
 #pragma unroll
-    for (int j = 0; j < 2; ++j) cp_async16_all(q + j * 512 + lane * 16, g.q + st * 1024 + j * 512);
+    for (int m = 0; m < QCH; ++m) cp_async16_all(q + m * 512 + lane * 16, g.q + st * QBYTES + m * 512);
     cp_async16_if(t + lane * 16, g.s + st * 128, lane < 8);
   }
+};
+
+// NVFP4: the nibble plane and k ownership of Q4; a k step is one group (16 k), its E4M3
+// scale folded into A (e4m3x2_up: exact, the operands carry 2^-8, multiplied back at the
+// store with the tensor scale).
+template <> struct Dec<QT_NVFP4> : Codes8Scales<2> {
+  static constexpr int GSTEP = 0;
+  static constexpr bool XNAT = true;
+  struct Raw {
+    u32 q[4];
+    u32 s2[2][4];  // row i's scale of k step ks times 2^118, a BF16 pair
+  };
   __device__ __forceinline__ static void read(const u8* qs, const u8* t, int lane, int j, Raw& w) {
     const int gid = lane >> 2;
     const uint4 q = lds16(qs + j * 512 + lane * 16);
@@ -135,28 +144,13 @@ template <> struct Dec<QT_NVFP4> : Dec4<0, 0> {
 
 // W8, group 32 (two k steps): the plane is in fragment order (formats.md), so a lane's
 // 16 bytes of a group are its A registers' code pairs of the group's two k steps.
-template <> struct Dec<QT_W8> {
+template <> struct Dec<QT_W8> : Codes8Scales<4> {
   static constexpr int GSTEP = 2;
   static constexpr bool XNAT = true;
   struct Raw {
     uint4 q[2];  // [group]: word 2 kl + e, rows gid / gid + 8 at bytes 0, 1 / 2, 3
     float s[2][2];
   };
-  // Stage layout: codes QS [2 slabs][2 groups][32 lanes][16 B]; tail scales [16 rows][8 B].
-  static constexpr int QBYTES = 2048, TBYTES = 16 * 8, WBYTES = QBYTES + TBYTES;
-  struct Src {
-    const u8* q;
-    const u8* s;
-  };
-  __device__ __forceinline__ static void src(const WPlanes& p, int n_mt, int lane, Src& g) {
-    g.q = p.qs + band_base(n_mt, p.kpad) + lane * 16;
-    g.s = p.sc + band_base(n_mt, p.kpad / 16) + lane * 16;
-  }
-  __device__ __forceinline__ static void copy(const Src& g, int st, int lane, u32 q, u32 t) {
-#pragma unroll
-    for (int m = 0; m < 4; ++m) cp_async16_all(q + m * 512 + lane * 16, g.q + st * 2048 + m * 512);
-    cp_async16_if(t + lane * 16, g.s + st * 128, lane < 8);
-  }
   __device__ __forceinline__ static void read(const u8* qs, const u8* t, int lane, int j, Raw& w) {
     const int gid = lane >> 2;
 #pragma unroll
