@@ -17,6 +17,7 @@ from ninfer.regress.tune import (
     T_GRID,
     Shape,
     candidates,
+    first_step,
     last_t,
     read_record,
     record_doc,
@@ -25,7 +26,7 @@ from ninfer.regress.tune import (
     table_from,
 )
 from ninfer.routes import Problem, select
-from ninfer.routes.table import dumps_table, parse_table
+from ninfer.routes.table import LAUNCHERS, dumps_table, parse_table
 
 CC = 90
 META = {
@@ -104,7 +105,7 @@ def test_every_bound_of_a_tuned_table_is_one_the_conformance_shapes_straddle(shi
     assert bounds_n <= set(N_EDGES) and bounds_k <= set(K_EDGES)
 
 
-def test_t_boundaries_at_the_geometric_midpoint_and_the_kernels_last_t() -> None:
+def test_t_boundaries_at_the_earlier_routes_tile_edge_and_the_kernels_last_t() -> None:
     s = Shape(QType.Q4, 6144, 5120)
     m: dict[tuple[Shape, int], dict[str, float]] = {}
     for t in T_GRID:
@@ -112,7 +113,14 @@ def test_t_boundaries_at_the_geometric_midpoint_and_the_kernels_last_t() -> None
         m[(s, t)] = {"dq_gemm": 20.0, "dq_rs": 12.0 if t >= 24 else 15.0}
         if t <= 64:
             m[(s, t)]["dec_q"] = 10.0 if t <= 16 else 13.0
-    assert segments([s], T_GRID, m, CC) == (("dec_q", 1, 19), ("dq_rs", 20, None))  # isqrt(16 * 24)
+    # dec_q's 16-token tile ends at T = 16 (its instance changes at 17): dq_rs from 17, not
+    # from the midpoint isqrt(16 * 24) + 1 = 20.
+    inst = [
+        LAUNCHERS["dec_q"].instance(Problem(s.qtype, Policy.A16, s.n, s.k, t, CC)) for t in (16, 17)
+    ]
+    assert inst[0] != inst[1]
+    assert first_step("dec_q", [s], 16, 23, CC) == 16
+    assert segments([s], T_GRID, m, CC) == (("dec_q", 1, 16), ("dq_rs", 17, None))
     for t in T_GRID:
         if t <= 64:
             m[(s, t)]["dec_q"] = 1.0
@@ -124,7 +132,12 @@ def test_a_near_tie_keeps_the_previous_route() -> None:
     m = {(s, t): {"dq_gemm": 10.0, "dq_rs": 10.0 * (1.004 if t > 128 else 1.2)} for t in T_GRID}
     assert segments([s], T_GRID, m, CC) == (("dq_gemm", 1, None),)
     m = {(s, t): {"dq_gemm": 10.0, "dq_rs": 10.0 * (0.98 if t > 128 else 1.2)} for t in T_GRID}
-    assert segments([s], T_GRID, m, CC) == (("dq_gemm", 1, 181), ("dq_rs", 182, None))
+    # dq_gemm runs one instance at every T: the boundary is the geometric midpoint.
+    assert first_step("dq_gemm", [s], 128, 255, CC) is None
+    assert segments([s], T_GRID, m, CC) == (
+        ("dq_gemm", 1, 181),
+        ("dq_rs", 182, None),
+    )  # isqrt(128 * 256)
 
 
 def test_a_cell_of_several_shapes_takes_the_least_geometric_mean() -> None:
