@@ -157,7 +157,7 @@ def segments(shapes: list[Shape], grid: Sequence[int], measured: Measured, cc: i
         if i + 1 < len(runs):
             t_next = runs[i + 1][1]
             # Past its edge the earlier route runs another tile, one not measured there: the
-            # sweep at 3c02416 found dec_q's T = 17 ... 19 (a midpoint of 16 and 24) 1.1-3.6x
+            # sweep at 3c02416 found dec_q's T = 17 ... 19 (a midpoint of 16 and 24) 1.03-3.6x
             # slower than the next route at 20 on nine shapes (docs/perf/decode_h200.md).
             edge = first_step(r, shapes, t_last, t_next - 1, cc)
             hi = (
