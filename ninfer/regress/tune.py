@@ -9,9 +9,10 @@ checked by tests/cpu/test_routes.py), so every bound a tuned table can have is t
 the GPU. A cell of the ladders takes, at each grid T, the route whose time is least over
 the cell's measured shapes (the geometric mean of each one's time over that shape's
 best); a cell with no measured shape copies the nearest one that has. Between two grid
-T the boundary is the first T after which the earlier route changes kernel instance (a
-tile edge: it was measured on its tile at the earlier T, and its time steps past the
-edge), else their geometric midpoint; never past the last T the earlier route can run.
+T the boundary is their geometric midpoint, or, where it comes first, the first T after
+which the earlier route changes kernel instance (a tile edge: it was measured on its tile
+at the earlier T, and its time steps past the edge); never past the last T the earlier
+route can run.
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ def _choose(shapes: list[Shape], t: int, measured: Measured, prev: str | None) -
 Segments = tuple[tuple[str, int, int | None], ...]
 
 
-def first_step(route: str, shapes: Iterable[Shape], lo: int, hi: int, cc: int) -> int | None:
+def first_step(route: str, shapes: Sequence[Shape], lo: int, hi: int, cc: int) -> int | None:
     """The first T in [lo, hi) after which ``route``'s kernel instance changes on any of
     ``shapes`` (None: the same instance to ``hi``)."""
     lc = LAUNCHERS[route]
@@ -132,8 +133,8 @@ def first_step(route: str, shapes: Iterable[Shape], lo: int, hi: int, cc: int) -
 
 def segments(shapes: list[Shape], grid: Sequence[int], measured: Measured, cc: int) -> Segments:
     """A cell's T ranges: the chosen route at each grid T, boundaries between grid points
-    at the earlier route's first tile edge or else their geometric midpoint (never past the
-    earlier route's last T)."""
+    at their geometric midpoint or the earlier route's first tile edge, whichever comes
+    first (never past the earlier route's last T)."""
     picks: list[tuple[int, str]] = []
     prev = None
     for t in grid:
@@ -157,14 +158,12 @@ def segments(shapes: list[Shape], grid: Sequence[int], measured: Measured, cc: i
         if i + 1 < len(runs):
             t_next = runs[i + 1][1]
             # Past its edge the earlier route runs another tile, one not measured there: the
-            # sweep at 3c02416 found dec_q's T = 17 ... 19 (a midpoint of 16 and 24) 1.03-3.6x
-            # slower than the next route at 20 on nine shapes (docs/perf/decode_h200.md).
+            # sweep at 3c02416 found dec_q at T = 17 ... 19 (up to the midpoint 19 of 16 and
+            # 24) 1.03-3.6x slower than the next route at 20 on nine shapes
+            # (docs/perf/decode_h200.md). An edge past the midpoint leaves the midpoint.
+            hi = min(max(math.isqrt(t_last * t_next), t_last), t_next - 1)
             edge = first_step(r, shapes, t_last, t_next - 1, cc)
-            hi = (
-                edge
-                if edge is not None
-                else min(max(math.isqrt(t_last * t_next), t_last), t_next - 1)
-            )
+            hi = hi if edge is None else min(hi, edge)
             hi = hi if cap is None else min(hi, cap)
         else:
             hi = cap
