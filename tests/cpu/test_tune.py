@@ -127,6 +127,30 @@ def test_t_boundaries_at_the_earlier_routes_tile_edge_and_the_kernels_last_t() -
     assert segments([s], T_GRID, m, CC) == (("dec_q", 1, 64), ("dq_rs", 65, None))
 
 
+def test_an_edge_inside_a_gap_and_a_cell_of_shapes_with_different_edges() -> None:
+    """Between grid T = 4 and 16 (midpoint 8): W8 [14336,5120]'s dec_q changes tile after
+    T = 7 (the eight-k-group row ends), so dq_rs from 8; W8 [2048,4096]'s after T = 4. A
+    cell holding both ends where the first of its shapes' edges is."""
+    big, small = Shape(QType.W8, 14336, 5120), Shape(QType.W8, 2048, 4096)
+    grid = (4, 16)
+    m = {
+        (s, t): {"dec_q": 10.0 if t == 4 else 30.0, "dq_rs": 20.0}
+        for s in (big, small)
+        for t in grid
+    }
+    assert first_step("dec_q", [big], 4, 15, CC) == 7
+    assert first_step("dec_q", [small], 4, 15, CC) == 4
+    assert segments([big], grid, m, CC) == (("dec_q", 1, 7), ("dq_rs", 8, None))
+    assert segments([small], grid, m, CC) == (("dec_q", 1, 4), ("dq_rs", 5, None))
+    assert segments([big, small], grid, m, CC) == (("dec_q", 1, 4), ("dq_rs", 5, None))
+    # An edge past the midpoint leaves the midpoint: dq_mma ahead at T = 17, dq_rs at 48
+    # (midpoint isqrt(17 * 48) = 28); dq_mma's tile changes after T = 32.
+    q4 = Shape(QType.Q4, 6144, 5120)
+    mm = {(q4, t): {"dq_mma": 10.0 if t == 17 else 30.0, "dq_rs": 20.0} for t in (17, 48)}
+    assert first_step("dq_mma", [q4], 17, 47, CC) == 32
+    assert segments([q4], (17, 48), mm, CC) == (("dq_mma", 1, 28), ("dq_rs", 29, None))
+
+
 def test_a_near_tie_keeps_the_previous_route() -> None:
     s = Shape(QType.W8, 2048, 4096)
     m = {(s, t): {"dq_gemm": 10.0, "dq_rs": 10.0 * (1.004 if t > 128 else 1.2)} for t in T_GRID}
