@@ -94,17 +94,26 @@ _TILES_4BIT = (
 _T16_HEADS = Tile(16, 2, 2, 4, 1, 3, n_min=_HEADS)
 TILES: dict[QType, tuple[Tile, ...]] = {
     QType.Q4: (
+        # The heads' 128-row tile from T = 7 (experiments/issue26/t5_11_exp.yaml,
+        # heads_r128_t5: T = 8 9-16 % faster on both heads, from T = 5 10 % slower at T = 5
+        # on [131072,5120]; tile_rows_exp.yaml, heads_t16_from7: T = 7 14.3 % faster on
+        # [131072,2048], 6.8 % on [131072,5120] (unknown: [0.86, 1.01]), T = 5 and 6 the
+        # same).
+        Tile(6, 1, 2, 1, 4, 3, n_min=_HEADS),
+        _T16_HEADS,
         Tile(7, 1, 2, 1, 4, 3, n_min=_MID),
         Tile(4, 1, 1, 1, 8, 3),
-        # The heads' 128-row tile from T = 8 (experiments/issue26/t5_11_exp.yaml,
-        # heads_r128_t5): T = 8 9-16 % faster on both heads; from T = 5 it lost 10 % at
-        # T = 5 on [131072,5120].
-        _T16_HEADS,
         Tile(8, 1, 2, 1, 4, 3),
         *_TILES_4BIT[2:],
     ),
     QType.Q5: _TILES_4BIT,
-    QType.Q6: (*_TILES_4BIT[:2], _T16_HEADS, *_TILES_4BIT[2:]),
+    # The Q6 heads' 128-row tile from T = 8 (tile_rows_exp.yaml, heads_t16_from7): T = 8
+    # 11.3 % faster on [248320,2048], 7.3 % on [248320,5120].
+    QType.Q6: (
+        Tile(7, 1, 2, 1, 4, 3, n_min=_HEADS),
+        _T16_HEADS,
+        *_TILES_4BIT[1:],
+    ),
     QType.NVFP4: _TILES_4BIT,
     QType.W8: (
         # Eight k-groups at T <= 4 (experiments/issue26/w8_t1_exp.yaml, with the k-group
@@ -117,6 +126,10 @@ TILES: dict[QType, tuple[Tile, ...]] = {
         # To T = 7 from N = 8192 (t5_11_exp.yaml, w8_wk8_t7): T = 5 ... 7 6-11 % faster on
         # [14336,5120], [34816,5120] and [131072,5120]; T = 8 the same.
         Tile(7, 1, 1, 1, 8, 3, n_min=_MID),
+        # From N = 8192, T = 8 on the 64-row tile of T = 9 ... 16 (tile_rows_exp.yaml,
+        # w8_big_t8): 19.6 % faster on [14336,5120], 12.2 % on [34816,5120], 26.5 % on
+        # [131072,5120]; T = 7, 9, 10, 12 and 16 the same.
+        Tile(16, 2, 2, 2, 2, 3, n_min=_MID),
         Tile(4, 1, 1, 1, 8, 3, n_max=2048),
         Tile(1, 1, 1, 1, 8, 3),
         # MT=1: twice the blocks of MT=2; small-N W8 heads ([2048,16384]) starve at N/32.
