@@ -51,7 +51,8 @@ def test_shapes_and_formats_are_separate_sweeps() -> None:
 
 
 def test_the_committed_q4_sweep_shows_dec_q_tile_edge(capsys: pytest.CaptureFixture[str]) -> None:
-    """docs/perf/decode_h200.md, target 6: Q4 [6144,5120] +23.7 % at T 8 -> 9 (b9c0e3b)."""
+    """`git show a69f8e5:docs/perf/decode_h200.md`, target 6: Q4 [6144,5120] +23.7 % at T 8 -> 9
+    (b9c0e3b)."""
     rec = ROOT / "docs/perf/decode_h200/sweep_q4.json"
     assert cli.main(["cliffs", str(rec)]) == 1
     out = capsys.readouterr().out
