@@ -26,7 +26,7 @@ from ninfer.regress.tune import (
     table_from,
 )
 from ninfer.routes import Problem, select
-from ninfer.routes.table import LAUNCHERS, dumps_table, parse_table
+from ninfer.routes.table import FILES, LAUNCHERS, TABLE_DIR, dumps_table, parse_table
 
 CC = 90
 META = {
@@ -194,12 +194,10 @@ def test_the_shipped_sm90_table_is_its_record_replayed() -> None:
     """ninfer/routes/tables/sm_90.json is what today's rules build from sm_90.tune.json:
     a change to the boundary rules (or a hand edit of either file) that moves a row fails
     here until the table is replayed (ninfer-regress tune --replay) and A/B'd on the GPU."""
-    tables = Path(__file__).resolve().parents[2] / "ninfer" / "routes" / "tables"
-    rec_path = tables / "sm_90.tune.json"
+    rec_path = TABLE_DIR / "sm_90.tune.json"
     measured, rec = read_record(json.loads(rec_path.read_text()), str(rec_path))
     rebuilt = table_from(measured, rec, "ninfer/routes/tables/sm_90.tune.json")
-    shipped = parse_table(json.loads((tables / "sm_90.json").read_text()), "sm_90.json")
-    assert rebuilt.rows == shipped.rows
+    assert rebuilt.rows == FILES[90].rows
 
 
 @pytest.mark.parametrize(
