@@ -24,6 +24,7 @@ COMMANDS = {
     "cliffs": "T cliffs in sweeps: a T faster than a smaller one, a large step (no GPU)",
     "sweep-plan": "a suite file of the T a bounded sweep needs to find the cliffs (no GPU)",
     "targets": "issue 26's targets (share of the read, plain read, cuBLAS) per point (no GPU)",
+    "ncu-table": "the figures docs/perf quotes from Nsight Compute --page details texts (no GPU)",
 }
 
 
