@@ -52,3 +52,17 @@ def test_a_bad_experiment_is_refused(tmp_path: Path, text: str, match: str) -> N
     f.write_text(text)
     with pytest.raises(ValueError, match=match):
         _tool().load(f)
+
+
+EXPERIMENTS = sorted(ROOT.glob("experiments/**/*_exp.yaml"))
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.name)
+def test_every_committed_experiment_loads_with_its_points(path: Path) -> None:
+    """A committed experiment is run later, in a device call: its overrides build and its
+    points load here, on the CPU, where a typo costs nothing."""
+    from ninfer.bench.points import load_suite, load_suite_file
+
+    doc = _tool().load(path)
+    pts = load_suite(doc["suite"]) if "suite" in doc else load_suite_file(ROOT / doc["suite_file"])
+    assert pts

@@ -47,6 +47,29 @@ def _tables() -> dict[int, Any]:
 TABLES = _tables()
 CONFORMANCE = DEFAULT if TABLES is ROUTE_TABLES else Dispatcher(TABLES)
 
+
+def variant_tuning(route: str) -> Any:
+    """NINFER_CONFORMANCE_VARIANT=FILE:NAME: the route's tuning in variant NAME of the
+    experiment FILE (tools/experiment.py), so that the rows an experiment times are tested
+    against the oracle in the same device call, before any of them is shipped; else the
+    route's shipped tuning."""
+    import yaml
+
+    from ninfer.bench.override import dispatcher_for
+
+    spec = os.environ.get("NINFER_CONFORMANCE_VARIANT")
+    if not spec:
+        return DEFAULT.tuning[route]
+    path, sep, name = spec.rpartition(":")
+    variants = yaml.safe_load(Path(path).read_text())["variants"] if sep else {}
+    if name not in variants:
+        raise ValueError(
+            f"NINFER_CONFORMANCE_VARIANT: expected FILE:NAME with NAME a variant of FILE, "
+            f"got {spec!r}"
+        )
+    return dispatcher_for(variants[name] or {"tuning": {}}, spec).tuning[route]
+
+
 SUITE_T = {1, 4, 16, 128, 1024}  # the seed's Continuous and VisionStep4 classes
 LARGE_T = {64, 1025, 2048}
 ALL_T = sorted(
