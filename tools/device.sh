@@ -105,7 +105,7 @@ usual() {
   case $1 in
     env | readme | smoke) echo 40 ;; host) echo 100 ;; conformance) echo 200 ;; gputest) echo 150 ;; gate) echo 150 ;;
     noxbench | planted*) echo 170 ;; abref) echo 150 ;; ab*) echo 120 ;; fallback) echo 200 ;;
-    asvplanted) echo 330 ;; tests) echo 200 ;; peertests) echo 150 ;; peers) echo 120 ;; sweep) echo 300 ;; targets) echo 400 ;; ncufull) echo 100 ;; exp) echo 200 ;; noise) echo 420 ;; tune) echo 540 ;; *) echo 60 ;;
+    asvplanted) echo 330 ;; tests) echo 200 ;; peertests) echo 150 ;; peers) echo 120 ;; sweep) echo 300 ;; targets) echo 400 ;; ncufull) echo 240 ;; exp) echo 200 ;; noise) echo 420 ;; tune) echo 540 ;; *) echo 60 ;;
   esac
 }
 n=0
@@ -238,12 +238,22 @@ for r, v in sorted(by.items()):
       for p in ${NCU_POINTS:-q4:131072:5120:1}; do
         IFS=: read -r q pn pk pt <<< "$p"
         f="$OUT/ncu_${q}_${pn}x${pk}_T${pt}.txt"
-        timeout 150 ncu --set full --profile-from-start off --clock-control none --page details \
-          $PY -m ninfer.bench --qtype "$q" --n "$pn" --k "$pk" --t "$pt" --profile \
-          ${NCU_DISPATCH:+--dispatch "$NCU_DISPATCH"} > "$f" 2>&1
-        echo "$p rc=$?" | log
+        # The stall reasons beside the full set (ninfer-bench ncu-table's top stalls); if
+        # this ncu refuses the pair, the full set alone.
+        stalls=$($PY -c 'from ninfer.bench.ncu_page import STALL_METRICS as m; print(m)')
+        for extra in "--metrics $stalls" ""; do
+          # shellcheck disable=SC2086  # extra is an option and its value, or nothing
+          timeout 150 ncu --set full $extra --profile-from-start off --clock-control none \
+            --page details $PY -m ninfer.bench --qtype "$q" --n "$pn" --k "$pk" --t "$pt" \
+            --profile ${NCU_DISPATCH:+--dispatch "$NCU_DISPATCH"} > "$f" 2>&1
+          rc=$?
+          echo "$p rc=$rc${extra:+ (with the stall metrics)}" | log
+          [ "$rc" = 0 ] && break
+        done
         grep -E "^  [a-z_]+<|Duration|DRAM Throughput|Issue Slots Busy|Executed Ipc A|Achieved Occupancy|Registers Per|Executed Instructions  " "$f" | head -12 | log
-      done ;;
+      done
+      $PY -m ninfer.bench ncu-table "$OUT"/ncu_*.txt > "$OUT/ncu_table.md" 2>&1; echo "ncu-table rc=$?" | log
+      log < "$OUT/ncu_table.md" ;;
     exp)
       timeout 560 $PY tools/experiment.py "${EXP_FILE:?EXP_FILE=path}" ${EXP_ROUNDS:+--rounds "$EXP_ROUNDS"} \
         > "runs/exp_$n.log" 2>&1

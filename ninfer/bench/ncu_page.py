@@ -54,6 +54,20 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+# Stall reasons: Nsight Compute's cycles a warp waits per issued instruction for each
+# reason, in the page's "Command line profiler metrics" section when the call asks for
+# them (tools/device.sh ncufull passes STALL_METRICS). "selected" is the issue itself.
+STALL_PREFIX, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
+STALL_REASONS = (
+    "barrier", "branch_resolving", "dispatch_stall", "drain", "gmma", "imc_miss",
+    "lg_throttle", "long_scoreboard", "math_pipe_throttle", "membar", "mio_throttle", "misc",
+    "no_instruction", "not_selected", "selected", "short_scoreboard", "sleeping",
+    "tex_throttle", "wait",
+)  # fmt: skip
+STALL_METRICS = ",".join(f"{STALL_PREFIX}{r}{STALL_SUFFIX}" for r in STALL_REASONS)
+TOP_STALLS = 3
+
+
 class NcuPageError(ValueError):
     """A page this reader cannot take: it says which file and what was expected."""
 
@@ -73,6 +87,18 @@ class Kernel:
         """The name without its parameter list and return type: ``dq_gemm<0>``."""
         base = self.name.split("(", 1)[0].strip()
         return base.removeprefix("void ").strip()
+
+    def stalls(self) -> dict[str, float]:
+        """Cycles per issued instruction by stall reason (the issue itself, "selected",
+        left out); empty where the page has no stall metrics."""
+        out = {}
+        for (section, name), _ in self.metrics.items():
+            if name.startswith(STALL_PREFIX) and name.endswith(STALL_SUFFIX):
+                reason = name[len(STALL_PREFIX) : -len(STALL_SUFFIX)]
+                v = self.value(section, name)
+                if reason != "selected" and v is not None:
+                    out[reason] = v
+        return out
 
     def value(self, section: str, metric: str) -> float | None:
         """A numeric metric (thousands commas dropped), None where the page has none."""
@@ -148,6 +174,10 @@ def rows(paths: list[Path]) -> list[dict[str, object]]:
             for heading, section, metric in COLUMNS:
                 v = k.value(section, metric)
                 row[heading] = int(v) if v is not None and v.is_integer() else v
+            top = sorted(k.stalls().items(), key=lambda kv: -kv[1])[:TOP_STALLS]
+            row["top stalls (cycles / issue)"] = (
+                ", ".join(f"{r} {v:g}" for r, v in top) if top else None
+            )
             out.append(row)
     return out
 

@@ -13,6 +13,7 @@ from ninfer.bench import cli, ncu_page
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 DQ_GEMM = FIX / "dq_gemm_q4_3456x1152_T128_3de5b04.txt"
 DEC_Q = FIX / "dec_q_q6_248320x5120_T1_c04c9ec.txt"
+STALLS = FIX / "dq_wgmma_stalls_q4_14336x5120_T128.txt"
 
 
 def test_a_call_of_two_kernels_gives_two_rows_in_the_page_order() -> None:
@@ -108,3 +109,28 @@ def test_rows_are_cut_at_the_rules_columns() -> None:
         ("Launch Statistics", "Registers Per Thread"): ("register/thread", "72"),
         ("Launch Statistics", "Block Size"): ("", "32"),
     }
+
+
+def test_the_stall_reasons_of_a_page_that_asked_for_them() -> None:
+    # The page's "Command line profiler metrics" (tools/device.sh ncufull's --metrics):
+    # the three longest waits, the issue itself ("selected", 1.00 here) left out.
+    (k,) = ncu_page.read(STALLS)
+    stalls = k.stalls()
+    assert set(stalls) == set(ncu_page.STALL_REASONS) - {"selected"}
+    assert stalls["long_scoreboard"] == 1.15 and stalls["wait"] == 1.14
+    (row,) = ncu_page.rows([STALLS])
+    assert (
+        row["top stalls (cycles / issue)"]
+        == "long_scoreboard 1.15, wait 1.14, short_scoreboard 0.71"
+    )
+    assert row["µs"] is None  # this page has no Speed Of Light section: "—", not a guess
+    assert ncu_page.rows([DEC_Q])[0]["top stalls (cycles / issue)"] is None
+
+
+def test_the_device_step_asks_for_every_stall_reason_the_reader_knows() -> None:
+    # tools/device.sh ncufull passes STALL_METRICS to ncu; the fixture page (an earlier
+    # call that asked for the same metrics by name) has each of them.
+    names = {name for _, name in ncu_page.read(STALLS)[0].metrics}
+    assert set(ncu_page.STALL_METRICS.split(",")) <= names
+    step = (Path(__file__).resolve().parents[2] / "tools" / "device.sh").read_text()
+    assert "ncu_page import STALL_METRICS" in step and "ncu-table" in step
