@@ -235,12 +235,12 @@ for r, v in sorted(by.items()):
       timeout 200 $PY -m pytest tests/gpu/test_dq_rs.py tests/gpu/test_linear_errors.py \
         tests/gpu/test_linear_contract.py -q -n 4 -p no:cacheprovider 2>&1 | tail -3 | log ;;
     ncufull)
+      # The stall reasons beside the full set (ninfer-bench ncu-table's top stalls); if this
+      # ncu refuses the pair, the full set alone.
+      stalls=$($PY -c 'from ninfer.bench.ncu_page import STALL_METRICS as m; print(m)')
       for p in ${NCU_POINTS:-q4:131072:5120:1}; do
         IFS=: read -r q pn pk pt <<< "$p"
         f="$OUT/ncu_${q}_${pn}x${pk}_T${pt}.txt"
-        # The stall reasons beside the full set (ninfer-bench ncu-table's top stalls); if
-        # this ncu refuses the pair, the full set alone.
-        stalls=$($PY -c 'from ninfer.bench.ncu_page import STALL_METRICS as m; print(m)')
         for extra in "--metrics $stalls" ""; do
           # shellcheck disable=SC2086  # extra is an option and its value, or nothing
           timeout 150 ncu --set full $extra --profile-from-start off --clock-control none \
