@@ -25,6 +25,7 @@ COMMANDS = {
     "sweep-plan": "a suite file of the T a bounded sweep needs to find the cliffs (no GPU)",
     "targets": "issue 26's targets (share of the read, plain read, cuBLAS) per point (no GPU)",
     "ncu-table": "the figures docs/perf quotes from Nsight Compute --page details texts (no GPU)",
+    "ir-diff": "the kernel instances two `ir` outputs compile differently: regs, spills (no GPU)",
 }
 
 

@@ -73,12 +73,13 @@ def main(argv: list[str] | None = None) -> int:
         from . import ir
 
         return ir.main(argv[1:])
-    if argv and argv[0] in ("peer-table", "cliffs", "sweep-plan", "targets", "ncu-table"):
-        from . import cliffs, ncu_page, peer_table, sweep_plan, targets
+    if argv and argv[0] in ("peer-table", "cliffs", "sweep-plan", "targets", "ncu-table",
+                            "ir-diff"):  # fmt: skip
+        from . import cliffs, ir_diff, ncu_page, peer_table, sweep_plan, targets
 
         cmd = {"peer-table": peer_table.main, "cliffs": cliffs.main,
                "sweep-plan": sweep_plan.main, "targets": targets.main,
-               "ncu-table": ncu_page.main}  # fmt: skip
+               "ncu-table": ncu_page.main, "ir-diff": ir_diff.main}  # fmt: skip
         return cmd[argv[0]](argv[1:])
     ap = build_parser()
     if not argv:
