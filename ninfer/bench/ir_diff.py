@@ -19,11 +19,14 @@ FIELDS = (("regs", "regs"), ("stack", "stack"), ("ldl_stl", "LDL/STL"), ("loop_i
           ("sass_instrs", "instrs"))  # fmt: skip
 
 
+Index = dict[tuple[str, str], dict[str, str]]  # (arch, kernel) -> an index.tsv row
+
+
 class IrDiffError(ValueError):
     """An input that is not an ``ir`` output: which path, what was expected."""
 
 
-def read_index(path: Path) -> dict[tuple[str, str], dict[str, str]]:
+def read_index(path: Path) -> Index:
     """(arch, kernel) -> the row of ``path`` (an ``ir --out`` folder or its index.tsv)."""
     f = path / "index.tsv" if path.is_dir() else path
     try:
@@ -44,8 +47,7 @@ def _spills(r: dict[str, str]) -> bool:
     return r["ldl_stl"] not in ("", "0") or r["stack"] not in ("", "0")
 
 
-def diff(a: dict[tuple[str, str], dict[str, str]], b: dict[tuple[str, str], dict[str, str]]
-         ) -> dict[str, list[dict[str, str]]]:  # fmt: skip
+def diff(a: Index, b: Index) -> dict[str, list[dict[str, str]]]:
     """The instances only in A, only in B, and in both with different SASS (each row:
     arch, route, kernel and "before -> after" per FIELDS, new spills first)."""
     changed = []
@@ -58,7 +60,7 @@ def diff(a: dict[tuple[str, str], dict[str, str]], b: dict[tuple[str, str], dict
             row[head] = ra[col] if ra[col] == rb[col] else f"{ra[col]} -> {rb[col]}"
         row["new spill"] = "yes" if _spills(rb) and not _spills(ra) else ""
         changed.append(row)
-    changed.sort(key=lambda r: r["new spill"] != "yes")  # stable: the index's order otherwise
+    changed.sort(key=lambda r: r["new spill"] != "yes")  # stable: by (arch, kernel) otherwise
     only = [{"arch": k[0], "kernel": k[1]} for k in sorted(a.keys() - b.keys())]
     new = [{"arch": k[0], "kernel": k[1]} for k in sorted(b.keys() - a.keys())]
     return {"changed": changed, "only_a": only, "only_b": new}
