@@ -38,9 +38,11 @@
 #   peertests    tests/gpu/test_peers.py, then test_dq_rs.py and the linear() contract tests
 #   sweep        ninfer-bench sweep-plan on SWEEP_SUITE (default all), that suite file's
 #                points until DEADLINE_S, then ninfer-bench cliffs on them (issue 26, Deliver 4)
-#   ncufull      Nsight Compute --set full of one linear() call per NCU_POINTS entry
-#                (q:n:k:t ...), the details page into $OUT/ncu_<q>_<n>x<k>_T<t>.txt;
-#                NCU_DISPATCH=file: under that dispatch override (ninfer-bench --dispatch)
+#   ncufull      Nsight Compute --set full and the stall reasons (ninfer/bench/ncu_page.py's
+#                STALL_METRICS) of one linear() call per NCU_POINTS entry (q:n:k:t ...), the
+#                details page into $OUT/ncu_<q>_<n>x<k>_T<t>.txt, their ninfer-bench
+#                ncu-table into $OUT/ncu_table.md; NCU_DISPATCH=file: under that dispatch
+#                override (ninfer-bench --dispatch)
 #   exp          tools/experiment.py "$EXP_FILE" (EXP_ROUNDS rounds; a file under .whl/
 #                travels with the clone)
 #   peers        the peer table (issue 26): Q4 and W8 on four weights, T = 1 ... 1024, beside
@@ -235,24 +237,27 @@ for r, v in sorted(by.items()):
       timeout 200 $PY -m pytest tests/gpu/test_dq_rs.py tests/gpu/test_linear_errors.py \
         tests/gpu/test_linear_contract.py -q -n 4 -p no:cacheprovider 2>&1 | tail -3 | log ;;
     ncufull)
-      # The stall reasons beside the full set (ninfer-bench ncu-table's top stalls); if this
-      # ncu refuses the pair, the full set alone.
-      stalls=$($PY -c 'from ninfer.bench.ncu_page import STALL_METRICS as m; print(m)')
+      # The stall reasons beside the full set (ninfer-bench ncu-table's top stalls). If ncu
+      # fails with them (not a timeout: that would cost the point twice), the full set
+      # alone, the first attempt's page kept as <page>.metrics_failed.
+      stalls=$($PY -c 'from ninfer.bench.ncu_page import STALL_METRICS as m; print(m)' 2>/dev/null)
       for p in ${NCU_POINTS:-q4:131072:5120:1}; do
         IFS=: read -r q pn pk pt <<< "$p"
         f="$OUT/ncu_${q}_${pn}x${pk}_T${pt}.txt"
-        for extra in "--metrics $stalls" ""; do
+        for extra in ${stalls:+"--metrics $stalls"} ""; do
           # shellcheck disable=SC2086  # extra is an option and its value, or nothing
           timeout 150 ncu --set full $extra --profile-from-start off --clock-control none \
             --page details $PY -m ninfer.bench --qtype "$q" --n "$pn" --k "$pk" --t "$pt" \
             --profile ${NCU_DISPATCH:+--dispatch "$NCU_DISPATCH"} > "$f" 2>&1
           rc=$?
           echo "$p rc=$rc${extra:+ (with the stall metrics)}" | log
-          [ "$rc" = 0 ] && break
+          { [ "$rc" = 0 ] || [ "$rc" = 124 ] || [ "$rc" = 137 ] || [ -z "$extra" ]; } && break
+          mv "$f" "$f.metrics_failed"
         done
         grep -E "^  [a-z_]+<|Duration|DRAM Throughput|Issue Slots Busy|Executed Ipc A|Achieved Occupancy|Registers Per|Executed Instructions  " "$f" | head -12 | log
       done
-      $PY -m ninfer.bench ncu-table "$OUT"/ncu_*.txt > "$OUT/ncu_table.md" 2>&1; echo "ncu-table rc=$?" | log
+      $PY -m ninfer.bench ncu-table --keep-going "$OUT"/ncu_*.txt > "$OUT/ncu_table.md" 2>&1
+      echo "ncu-table rc=$?" | log
       log < "$OUT/ncu_table.md" ;;
     exp)
       timeout 560 $PY tools/experiment.py "${EXP_FILE:?EXP_FILE=path}" ${EXP_ROUNDS:+--rounds "$EXP_ROUNDS"} \

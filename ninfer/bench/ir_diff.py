@@ -44,7 +44,8 @@ def read_index(path: Path) -> Index:
 
 
 def _spills(r: dict[str, str]) -> bool:
-    return r["ldl_stl"] not in ("", "0") or r["stack"] not in ("", "0")
+    # ir writes "-" where cuobjdump reported nothing (no stack figure): unknown, not a spill.
+    return any(r[c].isdigit() and int(r[c]) > 0 for c in ("ldl_stl", "stack"))
 
 
 def diff(a: Index, b: Index) -> dict[str, list[dict[str, str]]]:

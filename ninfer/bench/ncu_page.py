@@ -52,6 +52,28 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("occupancy % (achieved)", "Occupancy", "Achieved Occupancy"),
     ("spill requests", "Memory Workload Analysis", "Local Memory Spilling Requests"),
 )
+# Nsight Compute scales a value's unit to its size (a long kernel's Duration in ms, a clock
+# in Mhz or Ghz, a count in Kinst): each heading's figure is converted to the heading's
+# unit, by the factor of the page's unit (lower case); a unit not listed gives no figure.
+_TO_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3,
+          "s": 1e6, "second": 1e6}  # fmt: skip
+_TO_GHZ = {"hz": 1e-9, "khz": 1e-6, "mhz": 1e-3, "ghz": 1.0, "cycle/nsecond": 1.0,
+           "cycle/usecond": 1e-3}  # fmt: skip
+_PREFIX = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9}  # counts: inst, Kinst, Minst, ...
+UNITS: dict[str, dict[str, float]] = {"µs": _TO_US, "SM GHz": _TO_GHZ}
+
+
+def _factor(heading: str, unit: str) -> float | None:
+    """The factor from a page's ``unit`` to ``heading``'s, None for a unit it cannot take."""
+    u = unit.lower()
+    if heading in UNITS:
+        return UNITS[heading].get(u)
+    if u.endswith("%") or not u:
+        return 1.0
+    for p, f in _PREFIX.items():  # a count: "inst", "warp", "register/thread", "Kinst", ...
+        if p and u.startswith(p) and u[1:] in {"inst", "warp", "request", "cycle"}:
+            return f
+    return 1.0
 
 
 # Stall reasons: Nsight Compute's cycles a warp waits per issued instruction for each
@@ -101,7 +123,8 @@ class Kernel:
         return out
 
     def value(self, section: str, metric: str) -> float | None:
-        """A numeric metric (thousands commas dropped), None where the page has none."""
+        """A numeric metric (thousands commas dropped) as printed, None where the page has
+        none; ``unit`` gives its unit."""
         got = self.metrics.get((section, metric))
         if got is None:
             return None
@@ -109,6 +132,17 @@ class Kernel:
             return float(got[1].replace(",", ""))
         except ValueError:
             return None
+
+    def unit(self, section: str, metric: str) -> str:
+        return self.metrics.get((section, metric), ("", ""))[0]
+
+    def figure(self, heading: str, section: str, metric: str) -> float | None:
+        """A column's figure in the heading's unit (COLUMNS, UNITS)."""
+        v, f = self.value(section, metric), _factor(heading, self.unit(section, metric))
+        if v is None or f is None:
+            return None
+        v *= f
+        return int(v) if v.is_integer() else round(v, 6)
 
 
 def _triple(text: str) -> tuple[int, int, int]:
@@ -172,8 +206,7 @@ def rows(paths: list[Path]) -> list[dict[str, object]]:
                 "block": k.block[0] * k.block[1] * k.block[2],
             }
             for heading, section, metric in COLUMNS:
-                v = k.value(section, metric)
-                row[heading] = int(v) if v is not None and v.is_integer() else v
+                row[heading] = k.figure(heading, section, metric)
             top = sorted(k.stalls().items(), key=lambda kv: -kv[1])[:TOP_STALLS]
             row["top stalls (cycles / issue)"] = (
                 ", ".join(f"{r} {v:g}" for r, v in top) if top else None
@@ -191,16 +224,26 @@ def main(argv: list[str]) -> int:
     )
     ap.add_argument("pages", nargs="+", type=Path, help="ncu --page details text files")
     ap.add_argument("--json", action="store_true", help="JSON rows instead of a table")
+    ap.add_argument("--keep-going", action="store_true",
+                    help="a page without a kernel is reported and left out (exit 1), not the "
+                         "end of the table (a device call's failed point)")  # fmt: skip
     args = ap.parse_args(argv)
-    try:
-        table = rows(args.pages)
-    except NcuPageError as e:
-        print(f"ninfer-bench ncu-table: error: {e}", file=sys.stderr)
-        return 2
+    table: list[dict[str, object]] = []
+    bad: list[str] = []
+    for page in args.pages:
+        try:
+            table += rows([page])
+        except NcuPageError as e:
+            if not args.keep_going:
+                print(f"ninfer-bench ncu-table: error: {e}", file=sys.stderr)
+                return 2
+            bad.append(str(e))
     if args.json:
         print(json.dumps(table, indent=1, ensure_ascii=False))
-        return 0
-    from tabulate import tabulate
+    elif table:
+        from tabulate import tabulate
 
-    print(tabulate(table, headers="keys", tablefmt="github", missingval="—", intfmt=","))
-    return 0
+        print(tabulate(table, headers="keys", tablefmt="github", missingval="—", intfmt=","))
+    for why in bad:
+        print(f"ninfer-bench ncu-table: left out: {why}", file=sys.stderr)
+    return 1 if bad else 0

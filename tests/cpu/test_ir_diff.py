@@ -51,12 +51,14 @@ def test_changed_instances_new_spills_first_and_the_sides(tmp_path: Path) -> Non
     assert d["only_b"] == [{"arch": "sm_90", "kernel": "dec_q__Q4__NT3"}]
 
 
-def test_a_spill_that_was_there_is_not_new(tmp_path: Path) -> None:
-    rows = [("sm_120", "dec_q", "k", "x", "128", "8", "2", "10", "5")]
-    later = [("sm_120", "dec_q", "k", "y", "128", "8", "2", "11", "5")]
+def test_a_spill_that_was_there_or_an_unknown_stack_is_not_new(tmp_path: Path) -> None:
+    rows = [("sm_120", "dec_q", "k", "x", "128", "8", "2", "10", "5"),
+            ("sm_90", "dec_q", "j", "x", "64", "-", "0", "10", "5")]  # fmt: skip
+    later = [("sm_120", "dec_q", "k", "y", "128", "8", "2", "11", "5"),
+             ("sm_90", "dec_q", "j", "y", "64", "-", "0", "11", "5")]  # fmt: skip
     d = ir_diff.diff(ir_diff.read_index(_index(tmp_path / "a", rows)),
                      ir_diff.read_index(_index(tmp_path / "b", later)))  # fmt: skip
-    assert [r["new spill"] for r in d["changed"]] == [""]
+    assert [r["new spill"] for r in d["changed"]] == ["", ""]
 
 
 def test_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -134,3 +134,47 @@ def test_the_device_step_asks_for_every_stall_reason_the_reader_knows() -> None:
     assert set(ncu_page.STALL_METRICS.split(",")) <= names
     step = (Path(__file__).resolve().parents[2] / "tools" / "device.sh").read_text()
     assert "ncu_page import STALL_METRICS" in step and "ncu-table" in step
+
+
+def test_units_are_converted_to_the_headings(tmp_path: Path) -> None:
+    # Nsight Compute scales units to the value: a long kernel's Duration in ms, a clock in
+    # Mhz, a count in Kinst (a page of an earlier call printed "Duration ms 1.10").
+    page = "\n".join([
+        "  k (1, 1, 1)x(32, 1, 1), Context 1, Stream 7, Device 0, CC 9.0",
+        "    Section: GPU Speed Of Light Throughput",
+        "    ------------ ----------- ------------",
+        "    Metric Name  Metric Unit Metric Value",
+        "    ------------ ----------- ------------",
+        "    SM Frequency         Mhz     1,755.00",
+        "    Duration              ms         1.10",
+        "    ------------ ----------- ------------",
+        "    Section: Instruction Statistics",
+        "    --------------------- ----------- ------------",
+        "    Metric Name           Metric Unit Metric Value",
+        "    --------------------- ----------- ------------",
+        "    Executed Instructions       Kinst       512.50",
+        "    --------------------- ----------- ------------",
+        "    Section: Launch Statistics",
+        "    ----------- ----------- ------------",
+        "    Metric Name Metric Unit Metric Value",
+        "    ----------- ----------- ------------",
+        "    Block Size      fortnight         32",
+        "    ----------- ----------- ------------",
+    ])  # fmt: skip
+    f = tmp_path / "ncu_long.txt"
+    f.write_text(page + "\n")
+    (row,) = ncu_page.rows([f])
+    assert row["µs"] == 1100 and row["SM GHz"] == 1.755 and row["warp instr."] == 512_500
+    (k,) = ncu_page.read(f)
+    assert k.figure("µs", "Launch Statistics", "Block Size") is None  # not a time unit
+
+
+def test_keep_going_reports_a_failed_page_and_keeps_the_others(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    failed = tmp_path / "ncu_q4_1x1_T1.txt"
+    failed.write_text("==ERROR== the profiled process failed\n")
+    assert cli.main(["ncu-table", "--keep-going", str(failed), str(DQ_GEMM)]) == 1
+    out, err = capsys.readouterr()
+    assert "dq_gemm<0>" in out and "left out: " in err and "ncu_q4_1x1_T1.txt" in err
+    assert cli.main(["ncu-table", str(failed), str(DQ_GEMM)]) == 2
