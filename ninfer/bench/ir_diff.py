@@ -17,6 +17,8 @@ KEY = ("arch", "kernel")
 # The columns compared (index.tsv's names) and how the table heads them.
 FIELDS = (("regs", "regs"), ("stack", "stack"), ("ldl_stl", "LDL/STL"), ("loop_instrs", "loop"),
           ("sass_instrs", "instrs"))  # fmt: skip
+# The index.tsv columns read here: names of ir.py's COLUMNS (tests/cpu/test_ir_diff.py).
+NEED = frozenset({*KEY, "route", "sass_sha256", *(c for c, _ in FIELDS)})
 
 
 Index = dict[tuple[str, str], dict[str, str]]  # (arch, kernel) -> an index.tsv row
@@ -34,10 +36,9 @@ def read_index(path: Path) -> Index:
             rows = list(csv.DictReader(fh, delimiter="\t"))
     except OSError as e:
         raise IrDiffError(f"{path}: expected an `ninfer-bench ir --out` folder, got {e}") from None
-    need = {*KEY, "route", "sass_sha256", *(c for c, _ in FIELDS)}
-    if not rows or need - set(rows[0]):
+    if not rows or NEED - set(rows[0]):
         raise IrDiffError(
-            f"{f}: expected index.tsv rows with columns {sorted(need)}, "
+            f"{f}: expected index.tsv rows with columns {sorted(NEED)}, "
             f"got {sorted(rows[0]) if rows else 'no rows'}"
         )
     return {(r["arch"], r["kernel"]): r for r in rows}

@@ -80,3 +80,9 @@ def test_a_folder_that_is_not_an_ir_output_is_an_error(tmp_path: Path,
     assert "bad/index.tsv: expected index.tsv rows with columns" in err
     assert cli.main(["ir-diff", str(good), str(tmp_path / "none")]) == 2
     assert "none: expected an `ninfer-bench ir --out` folder" in capsys.readouterr().err
+
+
+def test_the_columns_read_are_the_ones_ir_writes() -> None:
+    from ninfer.bench import ir
+
+    assert set(COLS) == ir_diff.NEED <= set(ir.COLUMNS)
