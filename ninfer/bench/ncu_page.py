@@ -59,7 +59,7 @@ _TO_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "ms
           "s": 1e6, "second": 1e6}  # fmt: skip
 _TO_GHZ = {"hz": 1e-9, "khz": 1e-6, "mhz": 1e-3, "ghz": 1.0, "cycle/nsecond": 1.0,
            "cycle/usecond": 1e-3}  # fmt: skip
-_PREFIX = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9}  # counts: inst, Kinst, Minst, ...
+_PREFIX = {"k": 1e3, "m": 1e6, "g": 1e9}  # scaled counts: Kinst, Minst, ...
 UNITS: dict[str, dict[str, float]] = {"µs": _TO_US, "SM GHz": _TO_GHZ}
 
 
@@ -70,10 +70,9 @@ def _factor(heading: str, unit: str) -> float | None:
         return UNITS[heading].get(u)
     if u.endswith("%") or not u:
         return 1.0
-    for p, f in _PREFIX.items():  # a count: "inst", "warp", "register/thread", "Kinst", ...
-        if p and u.startswith(p) and u[1:] in {"inst", "warp", "request", "cycle"}:
-            return f
-    return 1.0
+    if u[1:] in {"inst", "warp", "request", "cycle"} and u[:1] in _PREFIX:
+        return _PREFIX[u[:1]]
+    return 1.0  # an unscaled unit: "inst", "warp", "register/thread", ...
 
 
 # Stall reasons: Nsight Compute's cycles a warp waits per issued instruction for each
